@@ -1,0 +1,210 @@
+"""Typed, versioned coordinator records and their msgpack encoding.
+
+A record is a key and a value, each a NamedTuple registered under a record type id (Kafka's
+CoordinatorRecordType). A null value is a tombstone. On disk a record is the msgpack array
+``[type_id, version, key_fields, value_fields | nil]``; nested NamedTuples are plain arrays.
+Nothing persisted is ever pickled.
+
+Every coordinator keeps its record types in its own ``records.py`` and registers them with
+`register`. `RECORD_MODULES` below is the one place that lists those modules, so that any
+process (an actor, a Spark worker) can decode any log.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, NamedTuple
+
+import msgpack
+
+from .errors import CorruptRecordError
+
+# The modules that define record types. Importing them fills the registry.
+RECORD_MODULES = (
+    "runtime.topics.records",
+    "runtime.group.records",
+    "runtime.share.records",
+    "runtime.txn.records",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    key: Any  # a registered key NamedTuple
+    value: Any = None  # a registered value NamedTuple, or None for a tombstone
+
+    @property
+    def type(self) -> "RecordType":
+        return _BY_KEY_CLASS[type(self.key)]
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.value is None
+
+
+@dataclass(frozen=True)
+class RecordType:
+    type_id: int
+    name: str
+    key_class: type
+    value_class: type
+    version: int
+    # How compaction keeps this type: "latest" keeps the newest record per key (Kafka's
+    # log cleaner); "delta" keeps every record after the newest record of `snapshot_of`
+    # with the same key fields (ShareUpdate deltas on top of a ShareSnapshot).
+    compaction: str
+    snapshot_of: int | None
+    decode_key: Callable[[tuple], Any]
+    decode_value: Callable[[tuple], Any]
+
+
+_BY_ID: dict[int, RecordType] = {}
+_BY_KEY_CLASS: dict[type, RecordType] = {}
+_loaded = False
+
+
+def _decoder(cls: type, nested: dict[str, Any]) -> Callable[[tuple], Any]:
+    """A decoder for a NamedTuple: older versions (fewer fields) take the defaults;
+    fields listed in `nested` (name -> NamedTuple class, or [class] for a list of them,
+    or {class} / {key: class} for a dict whose values are them) are rebuilt too."""
+    n = len(cls._fields)
+    new = tuple.__new__
+    if not nested:
+        def decode(fields: tuple) -> Any:
+            if len(fields) == n:
+                return new(cls, fields)
+            if len(fields) > n:
+                raise ValueError(f"{cls.__name__} has {n} fields, got {len(fields)}")
+            return cls(*fields)
+        return decode
+
+    plan = []
+    for name, spec in nested.items():
+        idx = cls._fields.index(name)
+        if isinstance(spec, list):
+            inner = _decoder(spec[0], getattr(spec[0], "__nested__", {}))
+            plan.append((idx, lambda v, inner=inner: tuple(inner(x) for x in v) if v is not None else None))
+        elif isinstance(spec, dict):
+            (inner_cls,) = spec.values()
+            inner = _decoder(inner_cls, getattr(inner_cls, "__nested__", {}))
+            plan.append((idx, lambda v, inner=inner: {k: inner(x) for k, x in v.items()} if v is not None else None))
+        else:
+            inner = _decoder(spec, getattr(spec, "__nested__", {}))
+            plan.append((idx, lambda v, inner=inner: inner(v) if v is not None else None))
+
+    flat = _decoder(cls, {})
+
+    def decode_nested(fields: tuple) -> Any:
+        fields = list(fields)
+        for idx, conv in plan:
+            if idx < len(fields):
+                fields[idx] = conv(fields[idx])
+        return flat(tuple(fields))
+
+    return decode_nested
+
+
+def register(type_id: int, key_class: type, value_class: type, *, version: int = 0,
+             compaction: str = "latest", snapshot_of: int | None = None) -> RecordType:
+    """Register a record type. Nested NamedTuple fields are declared on the class as
+    ``__nested__ = {"field": Cls | [Cls] | {"": Cls}}``."""
+    if compaction not in ("latest", "delta"):
+        raise ValueError(f"unknown compaction {compaction!r}")
+    existing = _BY_ID.get(type_id)
+    if existing is not None and existing.key_class is not key_class:
+        raise ValueError(f"record type id {type_id} is taken by {existing.name}")
+    name = key_class.__name__.removesuffix("Key")
+    rt = RecordType(type_id, name, key_class, value_class, version, compaction, snapshot_of,
+                    _decoder(key_class, getattr(key_class, "__nested__", {})),
+                    _decoder(value_class, getattr(value_class, "__nested__", {})))
+    _BY_ID[type_id] = rt
+    _BY_KEY_CLASS[key_class] = rt
+    return rt
+
+
+def load_record_types() -> None:
+    global _loaded
+    if not _loaded:
+        for module in RECORD_MODULES:
+            try:
+                importlib.import_module(module)
+            except ModuleNotFoundError as e:
+                # A coordinator that does not exist yet has no records to decode.
+                if not module.startswith(e.name or "\0"):
+                    raise
+        _loaded = True
+
+
+def record_type(type_id: int) -> RecordType:
+    load_record_types()
+    try:
+        return _BY_ID[type_id]
+    except KeyError:
+        raise CorruptRecordError(f"unknown record type {type_id}") from None
+
+
+def record_types() -> list[RecordType]:
+    load_record_types()
+    return sorted(_BY_ID.values(), key=lambda rt: rt.type_id)
+
+
+def encode_record(record: Record) -> list:
+    rt = _BY_KEY_CLASS.get(type(record.key))
+    if rt is None:
+        raise TypeError(f"{type(record.key).__name__} is not a registered record key")
+    if record.value is not None and type(record.value) is not rt.value_class:
+        raise TypeError(f"{rt.name} takes a {rt.value_class.__name__} value, got {type(record.value).__name__}")
+    return [rt.type_id, rt.version, record.key, record.value]
+
+
+def encode_records(records: Iterable[Record]) -> bytes:
+    return msgpack.packb([encode_record(r) for r in records], use_bin_type=True)
+
+
+def unpack(payload: bytes) -> Any:
+    return msgpack.unpackb(payload, use_list=False, raw=False, strict_map_key=False)
+
+
+def decode_entries(entries: tuple, base_offset: int, log: str | None = None) -> list[Record]:
+    """Decode one batch's entries (already unpacked) into Records; the i-th entry is at
+    offset base_offset + i. Errors name the log and the offset."""
+    load_record_types()
+    by_id = _BY_ID
+    out = []
+    append = out.append
+    for i, entry in enumerate(entries):
+        try:
+            type_id, _version, key, value = entry
+            rt = by_id[type_id]
+        except KeyError:
+            raise CorruptRecordError(f"unknown record type {entry[0]}", log=log, offset=base_offset + i) from None
+        except (TypeError, ValueError):
+            raise CorruptRecordError("malformed record", log=log, offset=base_offset + i) from None
+        try:
+            append(Record(rt.decode_key(key), None if value is None else rt.decode_value(value)))
+        except (TypeError, ValueError, AttributeError) as e:
+            raise CorruptRecordError(f"corrupt {rt.name} record: {e}", log=log, offset=base_offset + i) from None
+    return out
+
+
+def decode_records(payload: bytes, base_offset: int, log: str | None = None) -> list[Record]:
+    try:
+        entries = unpack(payload)
+    except Exception as e:  # msgpack raises several unrelated types for bad bytes
+        raise CorruptRecordError(f"undecodable batch: {e}", log=log, offset=base_offset) from None
+    if not isinstance(entries, tuple):
+        raise CorruptRecordError("batch payload is not a list", log=log, offset=base_offset)
+    return decode_entries(entries, base_offset, log)
+
+
+def as_dict(value: Any) -> Any:
+    """A record key or value as plain Python data (for reports, Spark rows and digests)."""
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return {f: as_dict(getattr(value, f)) for f in value._fields}
+    if isinstance(value, (list, tuple)):
+        return [as_dict(v) for v in value]
+    if isinstance(value, dict):
+        return {k: as_dict(v) for k, v in value.items()}
+    return value
+
+

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Creates .venv with shoal and its test extras. Idempotent; used by quickstart.sh and test.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v java >/dev/null 2>&1; then
+  # Spark (through RayDP) needs a JDK 8, 11 or 17.
+  echo "installing a JDK for Spark" >&2
+  (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless) >&2
+fi
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test,benchmark]'
