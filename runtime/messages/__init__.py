@@ -1,2 +1,3 @@
 """Request, response and nested struct dataclasses, named as in Kafka's message JSON schemas
 (field names are the snake_case of Kafka's). One module per protocol; all re-exported here."""
+from .topics import *  # noqa: F401,F403

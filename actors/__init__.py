@@ -1,0 +1,9 @@
+"""shoal's Ray shell: the actors that host the runtime, the clients, the Cluster facade and
+the CLI."""
+from runtime.errors import Errors, KafkaError
+
+from .cluster import Cluster, DeploymentNotFound, TopicDescription
+from .producer import FutureRecordMetadata, Producer, RecordMetadata
+
+__all__ = ["Cluster", "DeploymentNotFound", "TopicDescription", "Producer", "RecordMetadata",
+           "FutureRecordMetadata", "Errors", "KafkaError"]

@@ -1,0 +1,280 @@
+"""The facade a user holds: `Cluster.local()` (the embedded default) or `Cluster.connect()`
+(a deployment made by `shoal up` on a `ray start` cluster)."""
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+
+from runtime.errors import Errors, KafkaError
+from runtime.hashing import partition_for
+from runtime.messages.topics import (CreatableTopic, CreatableTopicConfig, CreatePartitionsRequest,
+                                     CreatePartitionsTopic, CreateTopicsRequest, DeleteTopicsRequest,
+                                     MetadataRequest)
+
+from . import naming
+from .config import merged
+from .controller import ControllerActor
+from .errors import to_kafka_error
+from .partition_leader import PartitionLeaderActor
+from .retry import call
+
+log = logging.getLogger(__name__)
+
+
+class DeploymentNotFound(Exception):
+    """`Cluster.connect` found no shoal deployment in the namespace."""
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    topic_id: str
+    partitions: int
+    configs: dict
+
+
+def _remote(cls, name: str, namespace: str, detached: bool, config: dict, restartable: bool = True):
+    options = dict(name=name, namespace=namespace, get_if_exists=True,
+                   num_cpus=config.get("actor.num.cpus", 0), max_concurrency=1000)
+    if config.get("actor.resources"):
+        options["resources"] = dict(config["actor.resources"])
+    if restartable:
+        options["max_restarts"] = -1
+    if detached:
+        options["lifetime"] = "detached"
+    return ray.remote(cls).options(**options)
+
+
+class Cluster:
+    def __init__(self, namespace: str, deployment: dict, *, owns_ray: bool, owns_data_dir: bool,
+                 owns_deployment: bool) -> None:
+        self.namespace = namespace
+        self.data_dir: str = deployment["data_dir"]
+        self.config: dict = deployment["config"]
+        self.detached: bool = deployment["detached"]
+        self._owns_ray = owns_ray
+        self._owns_data_dir = owns_data_dir
+        self._owns_deployment = owns_deployment
+        self._handles: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # ------------------------------------------------------------------ starting and finding
+
+    @classmethod
+    def local(cls, data_dir: str | None = None, config: dict | None = None) -> "Cluster":
+        """Start Ray if needed and deploy every actor, owned by this driver."""
+        owns_ray = not ray.is_initialized()
+        if owns_ray:
+            ray.init(logging_level=logging.WARNING, include_dashboard=False,
+                     runtime_env={"env_vars": {"RAY_DEDUP_LOGS": "1"}})
+        owns_data_dir = data_dir is None
+        data_dir = os.path.abspath(data_dir or tempfile.mkdtemp(prefix="shoal-"))
+        namespace = f"shoal-local-{uuid.uuid4().hex[:8]}"
+        cluster = cls._deploy(namespace, data_dir, merged(config), detached=False, owns_ray=owns_ray,
+                              owns_data_dir=owns_data_dir)
+        atexit.register(cluster.shutdown)
+        return cluster
+
+    @classmethod
+    def up(cls, data_dir: str, config: dict | None = None, namespace: str = naming.DEFAULT_NAMESPACE) -> "Cluster":
+        """Deploy detached actors on the Ray cluster this process is connected to (`shoal up`)."""
+        try:
+            ray.get_actor(naming.CONTROLLER, namespace=namespace)
+        except ValueError:
+            pass
+        else:
+            raise KafkaError(Errors.INVALID_REQUEST, f"a shoal deployment already runs in namespace {namespace!r}")
+        return cls._deploy(namespace, os.path.abspath(data_dir), merged(config), detached=True, owns_ray=False,
+                           owns_data_dir=False)
+
+    @classmethod
+    def connect(cls, address: str = "auto", namespace: str = naming.DEFAULT_NAMESPACE) -> "Cluster":
+        """Attach to a deployment made by `shoal up`."""
+        if not ray.is_initialized():
+            ray.init(address=address, namespace=namespace, logging_level=logging.WARNING)
+        try:
+            controller = ray.get_actor(naming.CONTROLLER, namespace=namespace)
+        except ValueError:
+            raise DeploymentNotFound(
+                f"no shoal deployment in namespace {namespace!r} on this Ray cluster; start one with `shoal up`"
+            ) from None
+        deployment = ray.get(controller.deployment.remote(), timeout=60)
+        return cls(namespace, deployment, owns_ray=False, owns_data_dir=False, owns_deployment=False)
+
+    @classmethod
+    def _deploy(cls, namespace: str, data_dir: str, config: dict, *, detached: bool, owns_ray: bool,
+                owns_data_dir: bool) -> "Cluster":
+        os.makedirs(data_dir, exist_ok=True)
+        deployment = {"data_dir": data_dir, "config": config, "namespace": namespace, "detached": detached}
+        cluster = cls(namespace, deployment, owns_ray=owns_ray, owns_data_dir=owns_data_dir, owns_deployment=True)
+        controller = _remote(ControllerActor, naming.CONTROLLER, namespace, detached, config).remote(
+            data_dir, config, namespace, detached)
+        cluster._handles[naming.CONTROLLER] = controller
+        status = ray.get(controller.ready.remote(), timeout=120)
+        if status["state"] != "active":
+            raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"the controller did not load: {status['error']}")
+        # Partition leaders of topics that survive from an earlier run of this data dir.
+        for topic in cluster.describe_topics():
+            cluster._start_partition_leaders(topic, range(topic.partitions))
+        return cluster
+
+    # ------------------------------------------------------------------ handles
+
+    def _actor(self, name: str) -> Any:
+        with self._lock:
+            handle = self._handles.get(name)
+        if handle is None:
+            try:
+                handle = ray.get_actor(name, namespace=self.namespace)
+            except ValueError:
+                raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"no actor {name} in {self.namespace}") from None
+            with self._lock:
+                self._handles[name] = handle
+        return handle
+
+    def _forget(self, name: str) -> None:
+        with self._lock:
+            self._handles.pop(name, None)
+
+    def _call(self, name: str, method: str, *args, timeout_s: float = 30.0) -> Any:
+        return call(lambda: self._actor(name), method, *args, timeout_s=timeout_s,
+                    on_failure=lambda: self._forget(name))
+
+    @property
+    def controller(self) -> Any:
+        return self._actor(naming.CONTROLLER)
+
+    def partition_leader(self, topic: str, partition: int) -> Any:
+        return self._actor(naming.partition_leader(topic, partition))
+
+    def coordinator_partition(self, key: str, count_key: str) -> int:
+        return partition_for(key, int(self.config[count_key]))
+
+    # ------------------------------------------------------------------ topics
+
+    def create_topic(self, name: str, partitions: int = 1, config: dict | None = None) -> TopicDescription:
+        request = CreateTopicsRequest((CreatableTopic(name, partitions, -1, tuple(
+            CreatableTopicConfig(k, str(v)) for k, v in (config or {}).items())),))
+        (result,) = self._call(naming.CONTROLLER, "create_topics", request).topics
+        if result.error_code:
+            raise KafkaError(Errors.for_code(result.error_code), result.error_message)
+        topic = TopicDescription(name, result.topic_id, result.num_partitions, result.configs)
+        self._start_partition_leaders(topic, range(topic.partitions))
+        return topic
+
+    def create_partitions(self, name: str, count: int) -> TopicDescription:
+        before = self.describe_topic(name)
+        request = CreatePartitionsRequest((CreatePartitionsTopic(name, count),))
+        (result,) = self._call(naming.CONTROLLER, "create_partitions", request).results
+        if result.error_code:
+            raise KafkaError(Errors.for_code(result.error_code), result.error_message)
+        after = self.describe_topic(name)
+        self._start_partition_leaders(after, range(before.partitions, after.partitions))
+        return after
+
+    def _start_partition_leaders(self, topic: TopicDescription, partitions) -> None:
+        refs = []
+        for p in partitions:
+            name = naming.partition_leader(topic.name, p)
+            handle = _remote(PartitionLeaderActor, name, self.namespace, self.detached, self.config).remote(
+                self.data_dir, topic.name, p, topic.configs, self.config)
+            with self._lock:
+                self._handles[name] = handle
+            refs.append(handle.ready.remote())
+        ray.get(refs, timeout=120)
+
+    def delete_topic(self, name: str) -> None:
+        topic = self.describe_topic(name)
+        (result,) = self._call(naming.CONTROLLER, "delete_topics", DeleteTopicsRequest((name,))).responses
+        if result.error_code:
+            raise KafkaError(Errors.for_code(result.error_code), result.error_message)
+        for p in range(topic.partitions):
+            leader_name = naming.partition_leader(name, p)
+            try:
+                leader = self._actor(leader_name)
+                ray.get(leader.delete_data.remote(), timeout=30)
+                ray.kill(leader, no_restart=True)
+            except Exception as e:  # already gone: nothing to clean
+                log.info("deleting %s: %s", leader_name, to_kafka_error(e))
+            self._forget(leader_name)
+
+    def list_topics(self) -> list[str]:
+        return [t.name for t in self.describe_topics()]
+
+    def describe_topics(self, names: list[str] | None = None) -> list[TopicDescription]:
+        response = self._call(naming.CONTROLLER, "metadata", MetadataRequest(tuple(names) if names else None))
+        out = []
+        for t in response.topics:
+            if t.error_code:
+                raise KafkaError(Errors.for_code(t.error_code), f"topic {t.name!r} does not exist")
+            out.append(TopicDescription(t.name, t.topic_id, len(t.partitions), t.configs))
+        return out
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        return self.describe_topics([name])[0]
+
+    # ------------------------------------------------------------------ clients
+
+    def producer(self, **config) -> "Producer":
+        from .producer import Producer
+        return Producer(self, **config)
+
+    # ------------------------------------------------------------------ status and shutdown
+
+    def actors(self) -> list[str]:
+        return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                      if a["namespace"] == self.namespace and a["name"].startswith("shoal/"))
+
+    def status(self) -> list[dict]:
+        """Every actor of the deployment with its state (loading, active, restarting...)."""
+        names = self.actors()
+        refs = {n: self._actor(n).status.remote() for n in names}
+        out = []
+        for name, ref in refs.items():
+            try:
+                s = ray.get(ref, timeout=10)
+            except Exception as e:
+                s = {"state": "restarting" if isinstance(e, ray.exceptions.ActorUnavailableError) else "dead",
+                     "error": str(to_kafka_error(e))}
+            out.append({"actor": name, **s})
+        return out
+
+    def shutdown(self) -> None:
+        """Stop this deployment's actors if this process made it (a local cluster, or
+        `shoal down`); a connected client only lets go."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_deployment or not self.detached:
+            self.destroy()
+        if self._owns_data_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+        if self._owns_ray and ray.is_initialized():
+            ray.shutdown()
+
+    def destroy(self) -> None:
+        """Kill every actor of the deployment (the data directory stays)."""
+        if not ray.is_initialized():
+            return
+        for name in self.actors():
+            try:
+                ray.kill(ray.get_actor(name, namespace=self.namespace), no_restart=True)
+            except Exception:
+                pass
+        self._handles.clear()
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()

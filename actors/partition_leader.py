@@ -1,0 +1,158 @@
+"""The leader of one topic partition: produce, fetch (long poll), list offsets, retention.
+
+Produce appends at once and acknowledges after the flush that makes the batch durable; the
+flush runs when the loop has processed every request that arrived with it, so concurrent
+producers share one fsync (group commit). Fetch long-polls on the high watermark.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import time
+
+from runtime.errors import Errors, KafkaError
+from runtime.log import LogWriteError
+from runtime.messages.topics import (FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+                                     ProduceRequest, ProduceResponse)
+from runtime.topics.partition import PartitionLog
+
+from .shard_host import _truthy, now_ms
+
+log = logging.getLogger(__name__)
+
+
+class PartitionLeaderActor:
+    def __init__(self, data_dir: str, topic: str, partition: int, topic_configs: dict, config: dict) -> None:
+        self.topic = topic
+        self.partition = partition
+        self._dir = os.path.join(data_dir, f"{topic}-{partition}")
+        self._topic_configs = dict(topic_configs)
+        self._config = dict(config)
+        self._plog: PartitionLog | None = None
+        self._open_error: str | None = None
+        self._waiters: list[asyncio.Future] = []
+        self._flush_scheduled = False
+        self._data = None  # asyncio.Event set when the high watermark moves
+        self._retention_task = None
+
+    def _ensure_open(self) -> PartitionLog:
+        if self._plog is None:
+            if self._open_error is not None:
+                raise KafkaError(Errors.KAFKA_STORAGE_ERROR, self._open_error)
+            try:
+                self._plog = PartitionLog(self._dir, self.topic, self.partition, self._topic_configs,
+                                          fsync=_truthy(self._config.get("log.flush.fsync", True)))
+            except Exception as e:
+                self._open_error = f"cannot open {self._dir}: {e}"
+                log.exception("%s", self._open_error)
+                raise KafkaError(Errors.KAFKA_STORAGE_ERROR, self._open_error) from e
+            for line in self._plog.log.recovered:
+                log.warning("%s-%d: %s", self.topic, self.partition, line)
+            self._data = asyncio.Event()
+            interval = int(self._config.get("log.retention.check.interval.ms", 300000)) / 1000
+            self._retention_task = asyncio.get_running_loop().create_task(self._retention_loop(interval))
+        return self._plog
+
+    async def ready(self) -> dict:
+        self._ensure_open()
+        return await self.status()
+
+    async def status(self) -> dict:
+        p = self._plog
+        return {"name": f"{self.topic}-{self.partition}", "state": "active" if p else "initial",
+                "error": self._open_error, "log_start_offset": p.log_start_offset if p else None,
+                "high_watermark": p.high_watermark if p else None, "pid": os.getpid()}
+
+    # ------------------------------------------------------------------ produce
+
+    async def produce(self, request: ProduceRequest) -> ProduceResponse:
+        try:
+            plog = self._ensure_open()
+            base = plog.append(request, now_ms())
+        except KafkaError as e:
+            return ProduceResponse(self.topic, self.partition, e.code, error_message=e.message)
+        except LogWriteError as e:
+            return ProduceResponse(self.topic, self.partition, Errors.KAFKA_STORAGE_ERROR.code, error_message=str(e))
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.append(future)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+        error = await future
+        if error is not None:
+            return ProduceResponse(self.topic, self.partition, Errors.KAFKA_STORAGE_ERROR.code, error_message=error)
+        return ProduceResponse(self.topic, self.partition, 0, base, -1, plog.log_start_offset)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        waiters, self._waiters = self._waiters, []
+        try:
+            self._plog.flush()
+            error = None
+        except LogWriteError as e:
+            log.error("%s-%d: flush failed: %s", self.topic, self.partition, e)
+            error = str(e)
+        for w in waiters:
+            if not w.done():
+                w.set_result(error)
+        if error is None:
+            self._data.set()
+            self._data = asyncio.Event()
+
+    # ------------------------------------------------------------------ fetch
+
+    async def fetch(self, request: FetchRequest) -> FetchResponse:
+        deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+        try:
+            plog = self._ensure_open()
+            while True:
+                data = self._data
+                response = plog.fetch(request.fetch_offset, request.partition_max_bytes, request.max_records)
+                size = sum(len(b.records) for b in response.batches)
+                remaining = deadline - time.monotonic()
+                if size >= max(request.min_bytes, 1) or remaining <= 0:
+                    return response
+                try:
+                    await asyncio.wait_for(data.wait(), remaining)
+                except asyncio.TimeoutError:
+                    pass
+        except KafkaError as e:
+            p = self._plog
+            return FetchResponse(self.topic, self.partition, e.code,
+                                 p.high_watermark if p else -1, p.high_watermark if p else -1,
+                                 p.log_start_offset if p else -1, error_message=e.message)
+
+    async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
+        try:
+            return self._ensure_open().list_offsets(request.timestamp)
+        except KafkaError as e:
+            return ListOffsetsResponse(self.topic, self.partition, e.code, error_message=e.message)
+
+    # ------------------------------------------------------------------ retention and lifecycle
+
+    async def _retention_loop(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            await self.apply_retention()
+
+    async def apply_retention(self) -> list[str]:
+        try:
+            deleted = self._ensure_open().apply_retention(now_ms())
+        except Exception:
+            log.exception("%s-%d: retention failed", self.topic, self.partition)
+            return []
+        if deleted:
+            log.info("%s-%d: retention deleted %s", self.topic, self.partition, deleted)
+        return deleted
+
+    async def delete_data(self) -> None:
+        """The topic was deleted: close the log and remove its folder."""
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+        if self._plog is not None:
+            self._plog.close()
+            self._plog = None
+        self._open_error = "the topic was deleted"
+        shutil.rmtree(self._dir, ignore_errors=True)

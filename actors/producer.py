@@ -1,0 +1,299 @@
+"""The producer: kafka-python's KafkaProducer API over partition-leader actors.
+
+`send` adds a record to its partition's open batch and returns a future. A background
+sender thread (Kafka's Sender) ships a batch when it reaches ``batch_size`` bytes or has
+waited ``linger_ms``, keeps up to ``max_in_flight_requests_per_connection`` batches in
+flight per partition, and retries retriable failures (a leader restarting, a storage
+error) with backoff until ``delivery_timeout_ms``. Batches of one partition are sent in
+order, and a leader appends them in arrival order.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import ray
+
+from runtime.errors import Errors, KafkaError
+from runtime.hashing import default_partition
+from runtime.messages.topics import ProduceRequest
+from runtime.topics.data import encode_entry, pack_batch
+
+from . import naming
+from .errors import to_kafka_error
+from .retry import Backoff
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RecordMetadata:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    serialized_key_size: int
+    serialized_value_size: int
+
+
+class FutureRecordMetadata(concurrent.futures.Future):
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        """kafka-python's name for waiting on the result."""
+        return self.result(timeout)
+
+
+@dataclass
+class _Batch:
+    topic: str
+    partition: int
+    created: float
+    entries: list = field(default_factory=list)
+    futures: list = field(default_factory=list)
+    sizes: list = field(default_factory=list)
+    bytes: int = 0
+    max_ts: int = -1
+    deadline: float = 0.0
+    attempts: int = 0
+    retry_at: float = 0.0
+    seq: int = 0
+
+
+class Producer:
+    def __init__(self, cluster, *, client_id: str | None = None, acks: int | str = -1,
+                 linger_ms: int = 5, batch_size: int = 16384, max_in_flight_requests_per_connection: int = 5,
+                 retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000, delivery_timeout_ms: int = 120000,
+                 request_timeout_ms: int = 30000, key_serializer: Callable | None = None,
+                 value_serializer: Callable | None = None, max_request_size: int = 1048576,
+                 metadata_max_age_ms: int = 300000) -> None:
+        self._cluster = cluster
+        self.client_id = client_id or f"producer-{next(_ids)}"
+        self._acks = -1 if acks == "all" else int(acks)
+        self._linger_s = linger_ms / 1000
+        self._batch_size = batch_size
+        self._max_in_flight = max(1, max_in_flight_requests_per_connection)
+        self._backoff = (retry_backoff_ms, retry_backoff_max_ms)
+        self._delivery_timeout_s = delivery_timeout_ms / 1000
+        self._request_timeout_s = request_timeout_ms / 1000
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
+        self._max_request_size = max_request_size
+        self._metadata_max_age_s = metadata_max_age_ms / 1000
+        self._partitions: dict[str, tuple[int, float]] = {}
+        self._sticky: dict[str, int] = {}
+        self._open: dict[tuple[str, int], _Batch] = {}
+        self._queued: dict[tuple[str, int], list[_Batch]] = {}
+        self._in_flight: dict[Any, _Batch] = {}
+        self._cond = threading.Condition()
+        self._flushing = 0
+        self._closed = False
+        self._sender = threading.Thread(target=self._run, name=f"{self.client_id}-sender", daemon=True)
+        self._sender.start()
+
+    # ------------------------------------------------------------------ the user's side
+
+    def send(self, topic: str, value: Any = None, key: Any = None, headers=None, partition: int | None = None,
+             timestamp_ms: int | None = None) -> FutureRecordMetadata:
+        if self._closed:
+            raise KafkaError(Errors.INVALID_REQUEST, "send after close")
+        key_bytes = self._key_serializer(key) if self._key_serializer and key is not None else key
+        value_bytes = self._value_serializer(value) if self._value_serializer and value is not None else value
+        for what, b in (("key", key_bytes), ("value", value_bytes)):
+            if b is not None and not isinstance(b, (bytes, bytearray)):
+                raise TypeError(f"{what} must be bytes (or set {what}_serializer), got {type(b).__name__}")
+        count = self.partition_count(topic)
+        if partition is None:
+            partition = default_partition(bytes(key_bytes), count) if key_bytes is not None else self._sticky_partition(topic, count)
+        elif not 0 <= partition < count:
+            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}")
+        ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+        entry = encode_entry(ts, bytes(key_bytes) if key_bytes is not None else None,
+                             bytes(value_bytes) if value_bytes is not None else None, headers or ())
+        if len(entry) > self._max_request_size:
+            raise KafkaError(Errors.MESSAGE_TOO_LARGE, f"the record is {len(entry)} bytes, over max_request_size")
+        future = FutureRecordMetadata()
+        future.set_running_or_notify_cancel()
+        with self._cond:
+            tp = (topic, partition)
+            batch = self._open.get(tp)
+            if batch is not None and batch.bytes + len(entry) > max(self._batch_size, len(entry)):
+                self._seal(tp)
+                batch = None
+            if batch is None:
+                batch = self._open[tp] = _Batch(topic, partition, time.monotonic())
+                if key_bytes is None and partition == self._sticky.get(topic):
+                    # Kafka's sticky partitioner moves on when a batch is started.
+                    self._sticky.pop(topic, None)
+            batch.entries.append(entry)
+            batch.futures.append(future)
+            batch.sizes.append((len(key_bytes) if key_bytes is not None else -1,
+                                len(value_bytes) if value_bytes is not None else -1, ts))
+            batch.bytes += len(entry)
+            batch.max_ts = max(batch.max_ts, ts)
+            if batch.bytes >= self._batch_size:
+                self._seal(tp)
+            self._cond.notify_all()
+        return future
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything buffered and wait until each record is acknowledged or failed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._flushing += 1
+            try:
+                for tp in list(self._open):
+                    self._seal(tp)
+                self._cond.notify_all()
+                while self._open or any(self._queued.values()) or self._in_flight:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        raise KafkaError(Errors.REQUEST_TIMED_OUT, "flush timed out")
+                    self._cond.wait(remaining if remaining is not None else 0.1)
+            finally:
+                self._flushing -= 1
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._closed:
+            return
+        try:
+            self.flush(timeout)
+        finally:
+            with self._cond:
+                self._closed = True
+                self._cond.notify_all()
+            self._sender.join(5)
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def partitions_for(self, topic: str) -> set[int]:
+        return set(range(self.partition_count(topic)))
+
+    def partition_count(self, topic: str) -> int:
+        cached = self._partitions.get(topic)
+        if cached is not None and time.monotonic() - cached[1] < self._metadata_max_age_s:
+            return cached[0]
+        count = self._cluster.describe_topic(topic).partitions
+        self._partitions[topic] = (count, time.monotonic())
+        return count
+
+    def _sticky_partition(self, topic: str, count: int) -> int:
+        p = self._sticky.get(topic)
+        if p is None or p >= count:
+            p = self._sticky[topic] = random.randrange(count)
+        return p
+
+    # ------------------------------------------------------------------ the sender thread
+
+    def _seal(self, tp: tuple[str, int]) -> None:
+        batch = self._open.pop(tp, None)
+        if batch is not None:
+            batch.deadline = batch.created + self._delivery_timeout_s
+            batch.seq = next(_batch_seq)
+            self._queued.setdefault(tp, []).append(batch)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                for tp, batch in list(self._open.items()):
+                    if now - batch.created >= self._linger_s:
+                        self._seal(tp)
+                to_send = self._ready_batches(now)
+                if not to_send and not self._in_flight:
+                    if self._closed and not self._open and not any(self._queued.values()):
+                        return
+                    self._cond.wait(self._next_wake(now))
+                    continue
+            for batch in to_send:
+                self._send(batch)
+            self._collect()
+
+    def _next_wake(self, now: float) -> float:
+        waits = [b.created + self._linger_s - now for b in self._open.values()]
+        waits += [b.retry_at - now for q in self._queued.values() for b in q]
+        return max(min(waits, default=0.1), 0.0005)
+
+    def _ready_batches(self, now: float) -> list[_Batch]:
+        in_flight = {}
+        for b in self._in_flight.values():
+            in_flight[(b.topic, b.partition)] = in_flight.get((b.topic, b.partition), 0) + 1
+        ready = []
+        for tp, queue in self._queued.items():
+            room = self._max_in_flight - in_flight.get(tp, 0)
+            # In order: a batch waiting for its retry holds back the ones behind it.
+            while queue and room > 0 and queue[0].retry_at <= now:
+                ready.append(queue.pop(0))
+                room -= 1
+        return ready
+
+    def _send(self, batch: _Batch) -> None:
+        request = ProduceRequest(batch.topic, batch.partition, pack_batch(batch.entries), len(batch.entries),
+                                 batch.max_ts, acks=self._acks, timeout_ms=int(self._request_timeout_s * 1000))
+        try:
+            leader = self._cluster.partition_leader(batch.topic, batch.partition)
+            ref = leader.produce.remote(request)
+        except Exception as e:
+            self._retry_or_fail(batch, to_kafka_error(e))
+            return
+        with self._cond:
+            self._in_flight[ref] = batch
+
+    def _collect(self) -> None:
+        with self._cond:
+            refs = list(self._in_flight)
+        if not refs:
+            return
+        done, _ = ray.wait(refs, num_returns=1, timeout=0.005)
+        if not done:
+            return
+        done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        for ref in done:
+            with self._cond:
+                batch = self._in_flight.pop(ref)
+            try:
+                response = ray.get(ref)
+            except Exception as e:
+                self._cluster._forget(naming.partition_leader(batch.topic, batch.partition))
+                self._retry_or_fail(batch, to_kafka_error(e))
+                continue
+            if response.error_code:
+                self._retry_or_fail(batch, KafkaError(Errors.for_code(response.error_code), response.error_message))
+                continue
+            for i, (future, (ksize, vsize, ts)) in enumerate(zip(batch.futures, batch.sizes)):
+                future.set_result(RecordMetadata(batch.topic, batch.partition, response.base_offset + i, ts,
+                                                 ksize, vsize))
+        with self._cond:
+            self._cond.notify_all()
+
+    def _retry_or_fail(self, batch: _Batch, error: KafkaError) -> None:
+        retriable = error.retriable or error.error in (Errors.COORDINATOR_NOT_AVAILABLE, Errors.KAFKA_STORAGE_ERROR)
+        now = time.monotonic()
+        if retriable and now < batch.deadline:
+            backoff = Backoff(*self._backoff)
+            backoff.attempts = batch.attempts
+            batch.attempts += 1
+            batch.retry_at = now + backoff.next_s()
+            log.info("retrying a batch of %s-%d after %s", batch.topic, batch.partition, error)
+            with self._cond:
+                queue = self._queued.setdefault((batch.topic, batch.partition), [])
+                queue.append(batch)
+                queue.sort(key=lambda b: b.seq)  # failed batches go back in their order
+                self._cond.notify_all()
+            return
+        for future in batch.futures:
+            future.set_exception(error)
+        with self._cond:
+            self._cond.notify_all()
+
+
+_ids = itertools.count(1)
+_batch_seq = itertools.count()

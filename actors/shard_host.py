@@ -1,0 +1,134 @@
+"""The Ray shell around one runtime shard (Kafka's CoordinatorRuntime event loop).
+
+A host owns a CoordinatorRuntime and runs everything on its actor's event loop: write
+operations one at a time (each runs to completion before the next starts), the linger and
+timer deadlines, and the load at start. The only awaits are for durability and for long
+polls. Protocol decisions stay in the shard: the host never looks at group state.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import Any, Callable
+
+from runtime.coordinator import CoordinatorRuntime, CoordinatorState, LoadProgress, Result
+from runtime.log import FileLog, LogConfig
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ShardHost:
+    """Mixin for async actors that host one shard. Subclasses expose Kafka's RPCs and call
+    `_write` / `_read`; `_start` is awaited by every call so loading begins with the first
+    one (or with `ready()`)."""
+
+    def __init__(self, log_name: str, partition: int, shard_factory: Callable, data_dir: str, config: dict,
+                 segment_bytes_key: str = "offsets.topic.segment.bytes") -> None:
+        self._log_dir = os.path.join(data_dir, log_name)
+        log_config = LogConfig(int(config.get(segment_bytes_key, LogConfig.segment_bytes)),
+                               _truthy(config.get("log.flush.fsync", True)))
+        self.runtime = CoordinatorRuntime(log_name, partition, shard_factory,
+                                          lambda: FileLog(self._log_dir, log_config, name=log_name), config)
+        self._wake: asyncio.Event | None = None
+        self._started: asyncio.Task | None = None
+        self._progress: LoadProgress | None = None
+        self._load_error: str | None = None
+        self.load_time_ms: float | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def _start(self) -> None:
+        if self._started is None:
+            self._wake = asyncio.Event()
+            self._started = asyncio.get_running_loop().create_task(self._load_then_poll())
+            await asyncio.sleep(0)
+
+    async def _load_then_poll(self) -> None:
+        started = time.monotonic()
+        try:
+            for progress in self.runtime.load(now_ms()):
+                self._progress = progress
+                await asyncio.sleep(0)  # answer COORDINATOR_LOAD_IN_PROGRESS meanwhile
+        except Exception as e:
+            self._load_error = f"{type(e).__name__}: {e}"
+            log.exception("%s: load failed", self.runtime.name)
+            return
+        self.load_time_ms = (time.monotonic() - started) * 1000
+        self._on_active()
+        while self.runtime.state is not CoordinatorState.CLOSED:
+            deadline = self.runtime.next_deadline()
+            timeout = None if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                self.runtime.poll(now_ms())
+                self._on_active()
+            except Exception:
+                log.exception("%s: poll failed", self.runtime.name)
+
+    def _on_active(self) -> None:
+        """Hook: work the shell must do after timers fired or a batch became durable
+        (for instance sending transaction markers). Synchronous; schedule tasks for I/O."""
+
+    def _kick(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    async def ready(self, timeout_s: float = 60.0) -> dict:
+        """Wait until the shard is loaded (or failed to load)."""
+        await self._start()
+        deadline = time.monotonic() + timeout_s
+        while self.runtime.state is not CoordinatorState.ACTIVE and self._load_error is None:
+            if time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.01)
+        return await self.status()
+
+    async def status(self) -> dict:
+        p = self._progress
+        return {
+            "name": self.runtime.name,
+            "state": "failed" if self._load_error else self.runtime.state.value,
+            "error": self._load_error,
+            "loaded_records": p.records if p else 0,
+            "load_time_ms": self.load_time_ms,
+            "pending_records": self.runtime.pending_records,
+            "pid": os.getpid(),
+        }
+
+    # ------------------------------------------------------------------ operations
+
+    async def _write(self, operation: Callable[[Any, int], Result]) -> Any:
+        """Run a write operation and wait until its response is released (its records
+        durable, or a long poll completed). Raises KafkaError."""
+        await self._start()
+        pending = self.runtime.write(operation, now_ms())
+        if not pending.done:
+            future = asyncio.get_running_loop().create_future()
+            pending.add_done_callback(lambda _: future.done() or future.set_result(None))
+            self._kick()
+            await future
+        return pending.result()
+
+    async def _read(self, operation: Callable[[Any], Any]) -> Any:
+        await self._start()
+        return self.runtime.read(operation, now_ms())
+
+    async def shutdown(self) -> None:
+        """Unload: pending operations fail with NOT_COORDINATOR."""
+        self.runtime.close()
+        self._kick()
+
+
+def _truthy(v) -> bool:
+    return v.strip().lower() in ("1", "true", "yes") if isinstance(v, str) else bool(v)
+

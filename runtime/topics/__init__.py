@@ -1,0 +1,1 @@
+"""Topic metadata (the controller's shard) and the data path of one topic partition."""

@@ -1,0 +1,142 @@
+"""The controller's shard: which topics exist, their ids, partition counts and configs.
+
+Topic ids are passed in (the actor draws a UUID); nothing here is random.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..codec import Record
+from ..coordinator import CoordinatorContext, Result
+from ..errors import Errors, KafkaError
+from ..messages.topics import (CreatableTopicResult, CreatePartitionsRequest, CreatePartitionsResponse,
+                               CreatePartitionsTopicResult, CreateTopicsRequest, CreateTopicsResponse,
+                               DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse, MetadataRequest,
+                               MetadataResponse, MetadataResponsePartition, MetadataResponseTopic)
+from .records import TopicKey, topic_record, topic_tombstone
+
+# Kafka's Topic.validate: legal characters and length.
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME_LENGTH = 249
+# Topic-level configs a user may set, with their types (Kafka's names).
+TOPIC_CONFIGS = {
+    "retention.ms": int, "retention.bytes": int, "segment.bytes": int, "max.message.bytes": int,
+    "cleanup.policy": str, "flush.messages": int, "message.timestamp.type": str,
+}
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    topic_id: str
+    partitions: int
+    configs: dict
+
+
+def validate_topic_name(name: str) -> None:
+    if not name or name in (".", ".."):
+        raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is illegal")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"topic name is longer than {MAX_TOPIC_NAME_LENGTH}")
+    if not _LEGAL_TOPIC.match(name):
+        raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION,
+                         f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'")
+    if name.startswith("__"):
+        raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"topic names starting with '__' are internal: {name!r}")
+
+
+def validate_topic_configs(configs: dict) -> dict:
+    out = {}
+    for key, value in configs.items():
+        kind = TOPIC_CONFIGS.get(key)
+        if kind is None:
+            raise KafkaError(Errors.INVALID_CONFIG, f"unknown topic config {key!r}")
+        try:
+            out[key] = kind(value)
+        except (TypeError, ValueError):
+            raise KafkaError(Errors.INVALID_CONFIG, f"{key} must be {kind.__name__}, got {value!r}") from None
+        if kind is int and key != "retention.ms" and key != "retention.bytes" and out[key] <= 0:
+            raise KafkaError(Errors.INVALID_CONFIG, f"{key} must be positive")
+    return out
+
+
+class TopicMetadataShard:
+    def __init__(self, context: CoordinatorContext) -> None:
+        self.context = context
+        self.topics: dict[str, TopicInfo] = {}
+
+    def replay(self, offset: int, record: Record) -> None:
+        if type(record.key) is not TopicKey:
+            raise ValueError(f"the metadata log does not hold {type(record.key).__name__} records")
+        if record.value is None:
+            self.topics.pop(record.key.name, None)
+        else:
+            v = record.value
+            self.topics[record.key.name] = TopicInfo(record.key.name, v.topic_id, v.partitions, dict(v.configs))
+
+    # ------------------------------------------------------------------ writes
+
+    def create_topics(self, request: CreateTopicsRequest, now_ms: int, new_topic_ids: list[str]) -> Result:
+        records, results = [], []
+        seen = set()
+        for topic, topic_id in zip(request.topics, new_topic_ids):
+            try:
+                validate_topic_name(topic.name)
+                if topic.name in self.topics or topic.name in seen:
+                    raise KafkaError(Errors.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
+                if topic.num_partitions <= 0:
+                    raise KafkaError(Errors.INVALID_PARTITIONS, "the number of partitions must be at least 1")
+                configs = validate_topic_configs({c.name: c.value for c in topic.configs if c.value is not None})
+            except KafkaError as e:
+                results.append(CreatableTopicResult(topic.name, None, e.code, e.message))
+                continue
+            seen.add(topic.name)
+            if not request.validate_only:
+                records.append(topic_record(topic.name, topic_id, topic.num_partitions, configs))
+            results.append(CreatableTopicResult(topic.name, topic_id, 0, None, topic.num_partitions, configs))
+        return Result(records, CreateTopicsResponse(tuple(results)))
+
+    def delete_topics(self, request: DeleteTopicsRequest, now_ms: int) -> Result:
+        records, results = [], []
+        for name in dict.fromkeys(request.topic_names):
+            info = self.topics.get(name)
+            if info is None:
+                results.append(DeletableTopicResult(name, None, Errors.UNKNOWN_TOPIC_OR_PARTITION.code,
+                                                    f"topic {name!r} does not exist"))
+                continue
+            records.append(topic_tombstone(name))
+            results.append(DeletableTopicResult(name, info.topic_id))
+        return Result(records, DeleteTopicsResponse(tuple(results)))
+
+    def create_partitions(self, request: CreatePartitionsRequest, now_ms: int) -> Result:
+        records, results = [], []
+        for t in request.topics:
+            info = self.topics.get(t.name)
+            if info is None:
+                results.append(CreatePartitionsTopicResult(t.name, Errors.UNKNOWN_TOPIC_OR_PARTITION.code,
+                                                           f"topic {t.name!r} does not exist"))
+            elif t.count <= info.partitions:
+                results.append(CreatePartitionsTopicResult(
+                    t.name, Errors.INVALID_PARTITIONS.code,
+                    f"topic {t.name!r} has {info.partitions} partitions; the count can only grow"))
+            else:
+                if not request.validate_only:
+                    records.append(topic_record(t.name, info.topic_id, t.count, info.configs))
+                results.append(CreatePartitionsTopicResult(t.name))
+        return Result(records, CreatePartitionsResponse(tuple(results)))
+
+    # ------------------------------------------------------------------ reads
+
+    def metadata(self, request: MetadataRequest) -> MetadataResponse:
+        names = sorted(self.topics) if request.topics is None else request.topics
+        out = []
+        for name in names:
+            info = self.topics.get(name)
+            if info is None:
+                out.append(MetadataResponseTopic(name, None, Errors.UNKNOWN_TOPIC_OR_PARTITION.code))
+            else:
+                out.append(MetadataResponseTopic(
+                    name, info.topic_id, 0,
+                    tuple(MetadataResponsePartition(p) for p in range(info.partitions)), dict(info.configs)))
+        return MetadataResponse(tuple(out))
