@@ -11,6 +11,7 @@ from typing import Callable
 from runtime.errors import Errors, KafkaError
 
 from .range import range_assign
+from .simple import simple
 from .spec import Assignment, MemberSubscription
 from .uniform import uniform
 
@@ -23,6 +24,7 @@ __all__ = [
     "client_assignor",
     "uniform",
     "range_assign",
+    "simple",
 ]
 
 Assignor = Callable[..., Assignment]
@@ -30,6 +32,7 @@ Assignor = Callable[..., Assignment]
 SERVER_ASSIGNORS: dict[str, Assignor] = {
     "uniform": uniform,
     "range": range_assign,
+    "simple": simple,
 }
 
 CLIENT_ASSIGNORS: dict[str, Assignor] = {
