@@ -1,0 +1,116 @@
+"""The data log of one topic partition, without Ray: produce, fetch, list offsets, retention."""
+import pytest
+
+from runtime.errors import Errors, KafkaError
+from runtime.messages.topics import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, ProduceRequest
+from runtime.topics.data import decode_entries, encode_records
+from runtime.topics.partition import PartitionLog
+
+
+def produce(plog, values, ts=1000, key=None):
+    payload = encode_records([(ts + i, key, v, [("h", b"1")]) for i, v in enumerate(values)])
+    base = plog.append(ProduceRequest("t", 0, payload, len(values), ts + len(values) - 1), 0)
+    plog.flush()
+    return base
+
+
+def fetched_values(response, from_offset=0):
+    return [r.value for b in response.batches for r in decode_entries(b.records, b.base_offset)
+            if r.offset >= from_offset]
+
+
+def test_produce_then_fetch_in_order(tmp_path):
+    plog = PartitionLog(str(tmp_path / "t-0"), "t", 0, fsync=False)
+    assert produce(plog, [b"a", b"b"]) == 0
+    assert produce(plog, [b"c"]) == 2
+    r = plog.fetch(0, 1 << 20)
+    assert r.error_code == 0 and r.high_watermark == 3
+    assert fetched_values(r) == [b"a", b"b", b"c"]
+    rec = decode_entries(r.batches[0].records, 0)[0]
+    assert rec.headers == (("h", b"1"),) and rec.timestamp == 1000
+    assert fetched_values(plog.fetch(2, 1 << 20), 2) == [b"c"]
+    assert plog.fetch(3, 1 << 20).batches == ()
+
+
+def test_records_are_invisible_until_flushed(tmp_path):
+    plog = PartitionLog(str(tmp_path / "t-0"), "t", 0, fsync=False)
+    plog.append(ProduceRequest("t", 0, encode_records([(1, None, b"x", [])]), 1, 1), 0)
+    assert plog.high_watermark == 0 and plog.log_end_offset == 1
+    assert plog.fetch(0, 1 << 20).batches == ()
+    plog.flush()
+    assert fetched_values(plog.fetch(0, 1 << 20)) == [b"x"]
+
+
+def test_fetch_limits_bytes_and_records_but_returns_one_batch(tmp_path):
+    plog = PartitionLog(str(tmp_path / "t-0"), "t", 0, fsync=False)
+    for i in range(5):
+        produce(plog, [bytes(100)] * 10)
+    assert len(plog.fetch(0, 1).batches) == 1
+    assert len(plog.fetch(0, 1 << 20, max_records=15).batches) == 2
+
+
+@pytest.mark.parametrize("offset", [-1, 4])
+def test_fetch_outside_the_log_is_offset_out_of_range(tmp_path, offset):
+    plog = PartitionLog(str(tmp_path / "t-0"), "t", 0, fsync=False)
+    produce(plog, [b"a", b"b", b"c"])
+    with pytest.raises(KafkaError) as e:
+        plog.fetch(offset, 1 << 20)
+    assert e.value.error is Errors.OFFSET_OUT_OF_RANGE
+
+
+def test_oversized_and_malformed_batches_are_refused_and_change_nothing(tmp_path):
+    plog = PartitionLog(str(tmp_path / "t-0"), "t", 0, {"max.message.bytes": 1000}, fsync=False)
+    big = encode_records([(1, None, bytes(2000), [])])
+    with pytest.raises(KafkaError) as e:
+        plog.append(ProduceRequest("t", 0, big, 1, 1), 0)
+    assert e.value.error is Errors.MESSAGE_TOO_LARGE
+    with pytest.raises(KafkaError) as e:
+        plog.append(ProduceRequest("t", 0, b"\xc1garbage", 1, 1), 0)
+    assert e.value.error is Errors.CORRUPT_MESSAGE
+    with pytest.raises(KafkaError) as e:
+        plog.append(ProduceRequest("t", 0, encode_records([(1, None, b"x", [])]), 2, 1), 0)
+    assert e.value.error is Errors.INVALID_RECORD
+    assert plog.log_end_offset == 0
+
+
+def test_list_offsets(tmp_path):
+    plog = PartitionLog(str(tmp_path / "t-0"), "t", 0, fsync=False)
+    produce(plog, [b"a", b"b"], ts=1000)
+    produce(plog, [b"c"], ts=5000)
+    assert plog.list_offsets(EARLIEST_TIMESTAMP).offset == 0
+    assert plog.list_offsets(LATEST_TIMESTAMP).offset == 3
+    assert (plog.list_offsets(MAX_TIMESTAMP).timestamp, plog.list_offsets(MAX_TIMESTAMP).offset) == (5000, 2)
+    assert plog.list_offsets(1001).offset == 1
+    assert plog.list_offsets(2000).offset == 2
+    assert plog.list_offsets(9999).offset == -1
+
+
+def test_retention_by_bytes_and_time_deletes_whole_old_segments(tmp_path):
+    plog = PartitionLog(str(tmp_path / "t-0"), "t", 0, {"segment.bytes": 400, "retention.bytes": 800}, fsync=False)
+    for i in range(10):
+        produce(plog, [bytes(200)], ts=1000 + i)
+    segments_before = len(plog.log.manifest.segments)
+    deleted = plog.apply_retention(now_ms=2000)
+    assert deleted and len(plog.log.manifest.segments) == segments_before - len(deleted)
+    assert plog.log_start_offset > 0
+    assert sum(s.size for s in plog.log.manifest.segments) - plog.log.manifest.segments[0].size < 800
+    with pytest.raises(KafkaError):
+        plog.fetch(0, 1 << 20)
+    assert fetched_values(plog.fetch(plog.log_start_offset, 1 << 20))
+
+    timed = PartitionLog(str(tmp_path / "u-0"), "u", 0, {"segment.bytes": 400, "retention.ms": 100}, fsync=False)
+    for i in range(4):
+        produce(timed, [bytes(300)], ts=1000)
+    timed.apply_retention(now_ms=1050)
+    assert timed.log_start_offset == 0
+    timed.apply_retention(now_ms=1200)
+    assert timed.log_start_offset == 3  # only the active segment stays
+
+
+def test_reopen_keeps_every_flushed_record(tmp_path):
+    d = str(tmp_path / "t-0")
+    plog = PartitionLog(d, "t", 0, fsync=True)
+    produce(plog, [b"a", b"b"])
+    plog.close()
+    again = PartitionLog(d, "t", 0)
+    assert fetched_values(again.fetch(0, 1 << 20)) == [b"a", b"b"]

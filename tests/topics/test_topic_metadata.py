@@ -1,0 +1,58 @@
+"""The controller's topic metadata shard with a manual clock."""
+from runtime.errors import Errors
+from runtime.messages.topics import (CreatableTopic, CreatableTopicConfig, CreatePartitionsRequest,
+                                     CreatePartitionsTopic, CreateTopicsRequest, DeleteTopicsRequest, MetadataRequest)
+from runtime.testing import ShardHarness
+from runtime.topics.metadata import TopicMetadataShard
+from runtime.topics.records import TopicKey, TopicValue
+
+
+def create(h, *topics, ids=None):
+    ids = ids or [f"id-{t.name}" for t in topics]
+    return h.call(lambda s, now: s.create_topics(CreateTopicsRequest(tuple(topics)), now, ids))
+
+
+def test_create_describe_delete_and_reload(tmp_path):
+    h = ShardHarness(str(tmp_path), TopicMetadataShard)
+    r = create(h, CreatableTopic("orders", 3, configs=(CreatableTopicConfig("retention.ms", "1000"),)))
+    assert r.topics[0].error_code == 0 and r.topics[0].topic_id == "id-orders"
+    assert r.topics[0].configs == {"retention.ms": 1000}
+    assert h.shard.topics["orders"].partitions == 3
+    h.reload()
+    (t,) = h.read(lambda s: s.metadata(MetadataRequest(("orders",)))).topics
+    assert (t.name, t.topic_id, len(t.partitions), t.configs) == ("orders", "id-orders", 3, {"retention.ms": 1000})
+    d = h.call(lambda s, now: s.delete_topics(DeleteTopicsRequest(("orders",)), now))
+    assert d.responses[0].error_code == 0
+    h.reload()
+    assert h.shard.topics == {}
+
+
+def test_bad_topics_get_kafka_errors_and_write_nothing(tmp_path):
+    h = ShardHarness(str(tmp_path), TopicMetadataShard)
+    create(h, CreatableTopic("a", 1))
+    end = h.runtime.log.end_offset
+    r = create(h, CreatableTopic("a", 1), CreatableTopic("bad name!", 1), CreatableTopic("b", 0),
+               CreatableTopic("__internal", 1), CreatableTopic("c", 1, configs=(CreatableTopicConfig("nope", "1"),)),
+               CreatableTopic("d", 1, configs=(CreatableTopicConfig("retention.ms", "soon"),)))
+    assert [t.error_code for t in r.topics] == [Errors.TOPIC_ALREADY_EXISTS.code, Errors.INVALID_TOPIC_EXCEPTION.code,
+                                                 Errors.INVALID_PARTITIONS.code, Errors.INVALID_TOPIC_EXCEPTION.code,
+                                                 Errors.INVALID_CONFIG.code, Errors.INVALID_CONFIG.code]
+    assert h.runtime.log.end_offset == end
+    assert h.call(lambda s, now: s.delete_topics(DeleteTopicsRequest(("zzz",)), now)).responses[0].error_code == \
+        Errors.UNKNOWN_TOPIC_OR_PARTITION.code
+
+
+def test_partitions_only_grow(tmp_path):
+    h = ShardHarness(str(tmp_path), TopicMetadataShard)
+    create(h, CreatableTopic("a", 2))
+    r = h.call(lambda s, now: s.create_partitions(CreatePartitionsRequest((CreatePartitionsTopic("a", 1),)), now))
+    assert r.results[0].error_code == Errors.INVALID_PARTITIONS.code
+    r = h.call(lambda s, now: s.create_partitions(CreatePartitionsRequest((CreatePartitionsTopic("a", 4),)), now))
+    assert r.results[0].error_code == 0
+    assert h.reload().topics["a"].partitions == 4 and h.shard.topics["a"].topic_id == "id-a"
+
+
+def test_records_are_exact(tmp_path):
+    h = ShardHarness(str(tmp_path), TopicMetadataShard)
+    result = h.shard.create_topics(CreateTopicsRequest((CreatableTopic("a", 2),)), 0, ["id-a"])
+    assert [(r.key, r.value) for r in result.records] == [(TopicKey("a"), TopicValue("id-a", 2, {}))]
