@@ -11,8 +11,10 @@ from typing import Callable
 from runtime.errors import Errors, KafkaError
 
 from .range import range_assign
+from .roundrobin import roundrobin
 from .simple import simple
 from .spec import Assignment, MemberSubscription
+from .sticky import cooperative_sticky, sticky
 from .uniform import uniform
 
 __all__ = [
@@ -25,6 +27,9 @@ __all__ = [
     "uniform",
     "range_assign",
     "simple",
+    "roundrobin",
+    "sticky",
+    "cooperative_sticky",
 ]
 
 Assignor = Callable[..., Assignment]
@@ -37,6 +42,9 @@ SERVER_ASSIGNORS: dict[str, Assignor] = {
 
 CLIENT_ASSIGNORS: dict[str, Assignor] = {
     "range": range_assign,
+    "roundrobin": roundrobin,
+    "sticky": sticky,
+    "cooperative-sticky": cooperative_sticky,
 }
 
 
