@@ -1,0 +1,178 @@
+"""ShareFetch and ShareAcknowledge (KIP-932), in the shape of Kafka's latest message schemas.
+
+Kafka's schemas reuse struct names across messages (FetchTopic, FetchPartition and
+PartitionData also name structs of the plain Fetch messages), and every message here is
+re-exported from one package, so those structs carry the message name as a prefix:
+ShareFetchRequestTopic, ShareFetchRequestPartition, ShareFetchResponsePartition,
+ShareAcknowledgeResponsePartition. Topics are addressed by topic id, as in Kafka.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "AcknowledgeType", "AcknowledgementBatch", "AcquiredRecords", "LeaderIdAndEpoch", "NodeEndpoint",
+    "ShareFetchRequest", "ShareFetchRequestTopic", "ShareFetchRequestPartition", "ShareFetchRequestForgottenTopic",
+    "ShareFetchResponse", "ShareFetchableTopicResponse", "ShareFetchResponsePartition",
+    "ShareAcknowledgeRequest", "AcknowledgeTopic", "AcknowledgePartition",
+    "ShareAcknowledgeResponse", "ShareAcknowledgeTopicResponse", "ShareAcknowledgeResponsePartition",
+    "BATCH_OPTIMIZED", "RECORD_LIMIT",
+]
+
+# ShareFetchRequest.ShareAcquireMode
+BATCH_OPTIMIZED = 0
+RECORD_LIMIT = 1
+
+
+class AcknowledgeType(enum.IntEnum):
+    """The per-record outcome a share consumer reports. GAP (0) marks offsets that hold no
+    record the client could deliver (control records, compacted-away offsets)."""
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+    RENEW = 4
+
+
+@dataclass(frozen=True)
+class AcknowledgementBatch:
+    """Offsets first_offset..last_offset (inclusive) with either one acknowledge type for the
+    whole range or one per offset."""
+    first_offset: int
+    last_offset: int
+    acknowledge_types: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class AcquiredRecords:
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+@dataclass(frozen=True)
+class LeaderIdAndEpoch:
+    leader_id: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class NodeEndpoint:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+# ---- ShareFetch (API key 78) ----
+
+@dataclass(frozen=True)
+class ShareFetchRequestPartition:
+    partition_index: int
+    acknowledgement_batches: tuple[AcknowledgementBatch, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShareFetchRequestTopic:
+    topic_id: str
+    partitions: tuple[ShareFetchRequestPartition, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShareFetchRequestForgottenTopic:
+    topic_id: str
+    partitions: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShareFetchRequest:
+    group_id: str | None = None
+    member_id: str | None = None
+    share_session_epoch: int = 0
+    max_wait_ms: int = 0
+    min_bytes: int = 0
+    max_bytes: int = 0x7FFFFFFF
+    max_records: int = 0
+    batch_size: int = 0
+    share_acquire_mode: int = BATCH_OPTIMIZED
+    is_renew_ack: bool = False
+    topics: tuple[ShareFetchRequestTopic, ...] = ()
+    forgotten_topics_data: tuple[ShareFetchRequestForgottenTopic, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShareFetchResponsePartition:
+    partition_index: int
+    error_code: int = 0
+    error_message: str | None = None
+    acknowledge_error_code: int = 0
+    acknowledge_error_message: str | None = None
+    current_leader: LeaderIdAndEpoch = LeaderIdAndEpoch()
+    # The record data of the acquired offsets, as the partition leader returned it.
+    records: Any = None
+    acquired_records: tuple[AcquiredRecords, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShareFetchableTopicResponse:
+    topic_id: str
+    partitions: tuple[ShareFetchResponsePartition, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShareFetchResponse:
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    error_message: str | None = None
+    acquisition_lock_timeout_ms: int = 0
+    responses: tuple[ShareFetchableTopicResponse, ...] = ()
+    node_endpoints: tuple[NodeEndpoint, ...] = ()
+
+
+# ---- ShareAcknowledge (API key 79) ----
+
+@dataclass(frozen=True)
+class AcknowledgePartition:
+    partition_index: int
+    acknowledgement_batches: tuple[AcknowledgementBatch, ...] = ()
+
+
+@dataclass(frozen=True)
+class AcknowledgeTopic:
+    topic_id: str
+    partitions: tuple[AcknowledgePartition, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShareAcknowledgeRequest:
+    group_id: str | None = None
+    member_id: str | None = None
+    share_session_epoch: int = 0
+    is_renew_ack: bool = False
+    topics: tuple[AcknowledgeTopic, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShareAcknowledgeResponsePartition:
+    partition_index: int
+    error_code: int = 0
+    error_message: str | None = None
+    current_leader: LeaderIdAndEpoch = LeaderIdAndEpoch()
+
+
+@dataclass(frozen=True)
+class ShareAcknowledgeTopicResponse:
+    topic_id: str
+    partitions: tuple[ShareAcknowledgeResponsePartition, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShareAcknowledgeResponse:
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    error_message: str | None = None
+    acquisition_lock_timeout_ms: int = 0
+    responses: tuple[ShareAcknowledgeTopicResponse, ...] = ()
+    node_endpoints: tuple[NodeEndpoint, ...] = ()

@@ -1,0 +1,128 @@
+"""The in-flight records of a share partition: the record-state table, InFlightState and
+InFlightBatch (Kafka's classes of the same names).
+
+A batch of offsets fetched together shares one InFlightState until some of its offsets have
+to differ (a partial acknowledgement, a partial re-acquisition); from then on it keeps one
+InFlightState per offset. A state change that must be persisted first is *begun*: the new
+state shows at once, the old one is kept aside, and the change is later committed or rolled
+back. A record with a change under way is neither acquired nor acknowledged again.
+"""
+from __future__ import annotations
+
+from ..errors import Errors, KafkaError
+from .records import PersisterStateBatch, RecordState
+
+__all__ = ["EMPTY_MEMBER_ID", "TRANSITIONS", "TERMINAL", "InFlightState", "InFlightBatch"]
+
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = (
+    RecordState.AVAILABLE, RecordState.ACQUIRED, RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+
+# The holder of a record that nobody holds.
+EMPTY_MEMBER_ID = ""
+
+# Kafka's legal moves of a record (SharePartition.RecordState.validateTransition): a record is
+# acquired from AVAILABLE, and an acquired record is released, acknowledged or archived.
+TRANSITIONS: dict[RecordState, frozenset[RecordState]] = {
+    AVAILABLE: frozenset({ACQUIRED}),
+    ACQUIRED: frozenset({AVAILABLE, ACKNOWLEDGED, ARCHIVED}),
+    ACKNOWLEDGED: frozenset(),
+    ARCHIVED: frozenset(),
+}
+
+TERMINAL = frozenset({ACKNOWLEDGED, ARCHIVED})
+
+
+class InFlightState:
+    """The state of one batch of offsets, or of one offset, with its holder and lock deadline."""
+
+    __slots__ = ("first_offset", "last_offset", "state", "delivery_count", "member_id", "deadline_ms", "_before")
+
+    def __init__(self, first_offset: int, last_offset: int, state: RecordState, delivery_count: int,
+                 member_id: str = EMPTY_MEMBER_ID, deadline_ms: int | None = None) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.state = state
+        self.delivery_count = delivery_count
+        self.member_id = member_id
+        self.deadline_ms = deadline_ms  # when the acquisition lock expires, while ACQUIRED
+        self._before: tuple | None = None  # (state, delivery_count, member_id, deadline_ms)
+
+    @property
+    def ongoing(self) -> bool:
+        """A change of this state awaits its write to the share coordinator."""
+        return self._before is not None
+
+    def _transition(self, to: RecordState) -> None:
+        if to not in TRANSITIONS[self.state]:
+            raise KafkaError(Errors.INVALID_RECORD_STATE,
+                             f"offsets {self.first_offset}-{self.last_offset} cannot move from {self.state.name} to {to.name}")
+        self.state = to
+
+    def move(self, to: RecordState, delivery_delta: int, member_id: str, max_delivery_count: int) -> None:
+        """Kafka's tryUpdateState. Releasing a record that has used up its deliveries archives it
+        instead, except when the delivery is being given back (delta -1: the records were never
+        handed to the consumer)."""
+        if to is AVAILABLE and delivery_delta >= 0 and self.delivery_count >= max_delivery_count:
+            to = ARCHIVED
+        self._transition(to)
+        if to is not ARCHIVED:
+            self.delivery_count += delivery_delta
+        self.member_id = member_id
+        self.deadline_ms = None
+
+    def begin(self, to: RecordState, delivery_delta: int, member_id: str, max_delivery_count: int) -> None:
+        """Move now, keeping the old state aside until commit() or rollback()."""
+        before = (self.state, self.delivery_count, self.member_id, self.deadline_ms)
+        self.move(to, delivery_delta, member_id, max_delivery_count)
+        self._before = before
+
+    def commit(self) -> None:
+        self._before = None
+
+    def rollback(self) -> None:
+        self.state, self.delivery_count, self.member_id, self.deadline_ms = self._before
+        self._before = None
+
+    def persister_batch(self) -> PersisterStateBatch:
+        return PersisterStateBatch(self.first_offset, self.last_offset, int(self.state), self.delivery_count)
+
+    def __repr__(self) -> str:
+        return (f"InFlightState({self.first_offset}-{self.last_offset} {self.state.name} x{self.delivery_count}"
+                f" {self.member_id!r} lock={self.deadline_ms}{' ongoing' if self.ongoing else ''})")
+
+
+class InFlightBatch:
+    """Offsets first_offset..last_offset of the cache: one shared state, or one per offset."""
+
+    __slots__ = ("first_offset", "last_offset", "batch_state", "offset_states")
+
+    def __init__(self, state: InFlightState) -> None:
+        self.first_offset = state.first_offset
+        self.last_offset = state.last_offset
+        self.batch_state: InFlightState | None = state
+        self.offset_states: dict[int, InFlightState] | None = None
+
+    def states(self):
+        """The states of the batch, in offset order."""
+        if self.offset_states is None:
+            return (self.batch_state,)
+        return self.offset_states.values()
+
+    def state_at(self, offset: int) -> InFlightState:
+        return self.batch_state if self.offset_states is None else self.offset_states[offset]
+
+    def split(self) -> list[InFlightState]:
+        """Track every offset on its own from now on (Kafka's maybeInitializeOffsetStateUpdate).
+        The shared state must have no change under way. Returns the new states."""
+        shared = self.batch_state
+        assert shared is not None and not shared.ongoing
+        states = [InFlightState(o, o, shared.state, shared.delivery_count, shared.member_id, shared.deadline_ms)
+                  for o in range(self.first_offset, self.last_offset + 1)]
+        self.offset_states = {s.first_offset: s for s in states}
+        # The shared state is retired: its lock deadline must not fire any more.
+        shared.deadline_ms = None
+        self.batch_state = None
+        return states
+
+    def __repr__(self) -> str:
+        return f"InFlightBatch({self.first_offset}-{self.last_offset} {list(self.states())})"

@@ -1,0 +1,760 @@
+"""SharePartition: the state of one share group on one topic partition (KIP-932), sans I/O.
+
+It follows Kafka's SharePartition (core/.../server/share/SharePartition.java): a cache of
+in-flight batches keyed by first offset, between the share-partition start offset (SPSO)
+and end offset; records are acquired by one member at a time under an acquisition lock, and
+acknowledged, released, rejected or renewed by their holder.
+
+What differs is the plumbing. Nothing here waits, reads a clock or calls the share
+coordinator:
+- Every change that must be durable is *begun* in memory and handed back as a
+  `PendingShareWrite` (the content of a WriteShareGroupState request). The caller sends it and
+  then calls `commit(pending)` when the share coordinator accepted it, or `rollback(pending)`
+  when it did not, which puts every touched record back as it was. Only a commit moves the
+  start offset and shrinks the cache.
+- Acquisition locks are deadlines kept on the records. The caller asks `next_deadline()` and
+  calls `expire(now_ms)` when it is due; expiry is a change like any other and comes back as
+  a pending write. A rolled-back change keeps its old deadline, so a lock that ran out while
+  the write was under way is due at once.
+- Acquisition itself is not persisted, as in Kafka: after a restart the persisted state has
+  every unacknowledged record AVAILABLE again.
+"""
+from __future__ import annotations
+
+import bisect
+import enum
+import heapq
+import itertools
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Sequence
+
+from ..errors import Errors, KafkaError, raise_if
+from ..messages.share import AcknowledgementBatch, AcknowledgeType, AcquiredRecords
+from .inflight import EMPTY_MEMBER_ID, TERMINAL, InFlightBatch, InFlightState
+from .records import PersisterStateBatch, RecordState
+
+__all__ = ["SharePartition", "SharePartitionState", "PendingShareWrite", "ShareAcquiredRecords", "GapWindow",
+           "LATEST_TIMESTAMP", "EARLIEST_TIMESTAMP", "UNINITIALIZED_START_OFFSET"]
+
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = (
+    RecordState.AVAILABLE, RecordState.ACQUIRED, RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+
+# ListOffsets timestamps the caller resolves for share.auto.offset.reset.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+# The start offset the share coordinator reports for a share partition never written to.
+UNINITIALIZED_START_OFFSET = -1
+
+DEFAULTS = {
+    "group.share.partition.max.record.locks": 2000,
+    "group.share.delivery.count.limit": 5,
+    "group.share.record.lock.duration.ms": 30000,
+    "share.auto.offset.reset": "latest",
+    "share.isolation.level": "read_uncommitted",
+}
+
+# What each acknowledge type makes of an acquired record (RENEW keeps it acquired).
+_ACK_TO_STATE = {
+    AcknowledgeType.GAP: ARCHIVED,
+    AcknowledgeType.ACCEPT: ACKNOWLEDGED,
+    AcknowledgeType.RELEASE: AVAILABLE,
+    AcknowledgeType.REJECT: ARCHIVED,
+}
+_ACK_TYPES = frozenset(int(t) for t in AcknowledgeType)
+
+
+class SharePartitionState(enum.Enum):
+    EMPTY = "Empty"  # created, waiting for the share coordinator's read
+    ACTIVE = "Active"
+    FAILED = "Failed"  # the read failed or was invalid; a new SharePartition must be made
+    FENCED = "Fenced"  # a write was fenced: another leader or state epoch owns the state
+
+
+_PARTITION_TRANSITIONS = {
+    SharePartitionState.EMPTY: frozenset({SharePartitionState.ACTIVE, SharePartitionState.FAILED}),
+    SharePartitionState.ACTIVE: frozenset({SharePartitionState.FENCED}),
+    SharePartitionState.FAILED: frozenset(),
+    SharePartitionState.FENCED: frozenset(),
+}
+
+
+@dataclass
+class GapWindow:
+    """Offsets after a persisted state read that may hold records neither the share
+    coordinator nor the cache knows about (they were acquired and never acknowledged before a
+    restart). While the cache's end offset is still `end_offset`, fetching goes back to
+    `gap_start_offset` first; once the end offset moves on, every gap has been fetched."""
+    end_offset: int
+    gap_start_offset: int
+
+
+@dataclass(frozen=True)
+class ShareAcquiredRecords:
+    acquired_records: tuple[AcquiredRecords, ...] = ()
+    count: int = 0
+
+
+@dataclass(eq=False)
+class PendingShareWrite:
+    """A WriteShareGroupState for one share partition, begun in memory and not yet durable."""
+    group_id: str
+    topic_id: str
+    partition: int
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    delivery_complete_count: int
+    state_batches: tuple[PersisterStateBatch, ...]
+    _changes: tuple[InFlightState, ...] = field(default=(), repr=False)
+    _owner: Any = field(default=None, repr=False)
+    done: bool = False
+
+
+def _span(batch: Any) -> tuple[int, int]:
+    """A fetched log batch as (base_offset, last_offset): a pair, or anything with those fields."""
+    if isinstance(batch, tuple):
+        return batch
+    return batch.base_offset, batch.last_offset
+
+
+_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", re.IGNORECASE)
+
+
+def _parse_duration_ms(text: str) -> int:
+    """An ISO-8601 duration as java.time.Duration.parse reads it (PnDTnHnMn.nS)."""
+    m = _DURATION.fullmatch(text.strip())
+    raise_if(m is None or text.strip().upper() in ("P", "PT"), Errors.INVALID_CONFIG,
+             f"share.auto.offset.reset: invalid duration {text!r}")
+    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in m.groups())
+    return int(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000)
+
+
+class SharePartition:
+    def __init__(self, group_id: str, topic_id: str, partition: int, config: dict | None = None, *,
+                 leader_epoch: int = 0) -> None:
+        self.group_id = group_id
+        self.topic_id = topic_id
+        self.partition = partition
+        self.leader_epoch = leader_epoch
+        # Kafka's dotted names; share.* group configs may be altered while the partition lives.
+        self.config = dict(config or {})
+        self.state = SharePartitionState.EMPTY
+        self.state_epoch = 0
+        self.start_offset = 0
+        self.end_offset = 0
+        self._keys: list[int] = []  # first offsets of the cached batches, ascending
+        self._cache: dict[int, InFlightBatch] = {}
+        self._find_next_fetch_offset = False
+        self._gap_window: GapWindow | None = None
+        self._locks: list[tuple[int, int, InFlightState]] = []  # heap of (deadline, seq, state)
+        self._seq = itertools.count()
+
+    # ---- configuration ----
+
+    def _conf(self, name: str) -> Any:
+        return self.config.get(name, DEFAULTS[name])
+
+    @property
+    def max_in_flight_records(self) -> int:
+        return int(self._conf("group.share.partition.max.record.locks"))
+
+    @property
+    def max_delivery_count(self) -> int:
+        return int(self._conf("group.share.delivery.count.limit"))
+
+    @property
+    def record_lock_duration_ms(self) -> int:
+        """The group's share.record.lock.duration.ms if set, else the broker default."""
+        value = self.config.get("share.record.lock.duration.ms")
+        return int(value if value is not None else self._conf("group.share.record.lock.duration.ms"))
+
+    @property
+    def read_committed(self) -> bool:
+        return str(self._conf("share.isolation.level")).lower() == "read_committed"
+
+    def reset_timestamp(self, now_ms: int) -> int:
+        """The ListOffsets timestamp whose offset starts a share partition with no persisted
+        state (share.auto.offset.reset): LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, or for
+        by_duration:<ISO-8601 duration> the time that long before now_ms."""
+        strategy = str(self._conf("share.auto.offset.reset")).strip()
+        lowered = strategy.lower()
+        if lowered == "latest":
+            return LATEST_TIMESTAMP
+        if lowered == "earliest":
+            return EARLIEST_TIMESTAMP
+        if lowered.startswith("by_duration:"):
+            return now_ms - _parse_duration_ms(strategy[len("by_duration:"):])
+        raise KafkaError(Errors.INVALID_CONFIG, f"share.auto.offset.reset: unknown strategy {strategy!r}")
+
+    # ---- lifecycle ----
+
+    def _transition(self, to: SharePartitionState) -> None:
+        if to not in _PARTITION_TRANSITIONS[self.state]:
+            raise KafkaError(Errors.INVALID_REQUEST, f"share partition cannot go from {self.state.name} to {to.name}")
+        self.state = to
+
+    def _require_active(self) -> None:
+        if self.state is SharePartitionState.ACTIVE:
+            return
+        if self.state is SharePartitionState.FAILED:
+            raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"share partition {self._name()} failed to load")
+        raise KafkaError(Errors.LEADER_NOT_AVAILABLE, f"share partition {self._name()} is {self.state.name.lower()}")
+
+    def _name(self) -> str:
+        return f"{self.group_id}-{self.topic_id}-{self.partition}"
+
+    def fence(self) -> None:
+        """The share coordinator answered a write with a fenced epoch: stop serving."""
+        self._transition(SharePartitionState.FENCED)
+
+    def initialize(self, read_result: Any, now_ms: int, reset_offset: int | None = None) -> None:
+        """Load from the share coordinator's read: `read_result` has start_offset, state_epoch,
+        state_batches (PersisterStateBatch-like) and optionally error_code / error_message. A
+        share partition never written to (start offset -1) starts at `reset_offset`, the offset
+        the caller found for `reset_timestamp(now_ms)`."""
+        if self.state is not SharePartitionState.EMPTY:
+            self._require_active()
+            return
+        try:
+            self._load(read_result, reset_offset)
+        except KafkaError:
+            self._transition(SharePartitionState.FAILED)
+            raise
+        self._transition(SharePartitionState.ACTIVE)
+
+    def _load(self, read_result: Any, reset_offset: int | None) -> None:
+        error_code = getattr(read_result, "error_code", 0)
+        if error_code:
+            error = Errors.for_code(error_code)
+            if error in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS):
+                error = Errors.COORDINATOR_NOT_AVAILABLE
+            elif error in (Errors.FENCED_LEADER_EPOCH, Errors.FENCED_STATE_EPOCH):
+                error = Errors.NOT_LEADER_OR_FOLLOWER
+            raise KafkaError(error, getattr(read_result, "error_message", None))
+        start = read_result.start_offset
+        if start == UNINITIALIZED_START_OFFSET:
+            if reset_offset is None:
+                raise ValueError("no persisted state: pass the offset found for reset_timestamp(now_ms)")
+            start = reset_offset
+        batches = sorted(read_result.state_batches, key=lambda b: b.first_offset)
+        gap_start = -1
+        previous_last = start - 1
+        for b in batches:
+            raise_if(b.first_offset < start or b.first_offset <= previous_last or b.last_offset < b.first_offset,
+                     Errors.UNKNOWN_SERVER_ERROR,
+                     f"share partition {self._name()}: invalid persisted batch {tuple(b)} (start offset {start})")
+            if gap_start == -1 and b.first_offset > previous_last + 1:
+                gap_start = previous_last + 1
+            previous_last = b.last_offset
+        self.state_epoch = read_result.state_epoch
+        self.start_offset = start
+        for b in batches:
+            # Nobody holds a record after a load: a persisted ACQUIRED is AVAILABLE again.
+            state = RecordState(b.delivery_state)
+            if state is ACQUIRED:
+                state = AVAILABLE
+            self._insert(InFlightBatch(InFlightState(b.first_offset, b.last_offset, state, b.delivery_count)))
+        if self._keys:
+            self._find_next_fetch_offset = True
+            self.end_offset = self._cache[self._keys[-1]].last_offset
+            if gap_start != -1:
+                self._gap_window = GapWindow(self.end_offset, gap_start)
+            self._advance_start_offset()
+        else:
+            self.end_offset = start
+
+    # ---- cache helpers ----
+
+    def _insert(self, batch: InFlightBatch) -> None:
+        bisect.insort(self._keys, batch.first_offset)
+        self._cache[batch.first_offset] = batch
+
+    def _floor_index(self, offset: int) -> int:
+        """Index in _keys of the last batch starting at or before offset, or -1."""
+        return bisect.bisect_right(self._keys, offset) - 1
+
+    def _batches_between(self, first: int, last: int) -> list[InFlightBatch]:
+        """Cached batches whose first offset lies in [first, last]."""
+        lo = bisect.bisect_left(self._keys, first)
+        hi = bisect.bisect_right(self._keys, last)
+        return [self._cache[k] for k in self._keys[lo:hi]]
+
+    def _lock(self, state: InFlightState, now_ms: int) -> None:
+        state.deadline_ms = now_ms + self.record_lock_duration_ms
+        heapq.heappush(self._locks, (state.deadline_ms, next(self._seq), state))
+
+    def _split(self, batch: InFlightBatch) -> None:
+        for state in batch.split():
+            if state.deadline_ms is not None:
+                heapq.heappush(self._locks, (state.deadline_ms, next(self._seq), state))
+
+    def _gap_window_active(self) -> bool:
+        return self._gap_window is not None and self._gap_window.end_offset == self.end_offset
+
+    def _update_gap_window(self, offset: int) -> None:
+        window = self._gap_window
+        if window is None:
+            return
+        if window.end_offset == self.end_offset and offset <= window.end_offset:
+            window.gap_start_offset = offset
+        else:
+            self._gap_window = None
+
+    # ---- views ----
+
+    @property
+    def in_flight_records(self) -> int:
+        return self.end_offset - self.start_offset + 1 if self._keys else 0
+
+    def cached_batches(self) -> list[InFlightBatch]:
+        return [self._cache[k] for k in self._keys]
+
+    def record_states(self) -> dict[int, tuple[RecordState, int, str, int | None]]:
+        """Every cached offset at or after the start offset: (state, delivery count, holder, lock deadline)."""
+        out = {}
+        for batch in self.cached_batches():
+            for s in batch.states():
+                for o in range(max(s.first_offset, self.start_offset), s.last_offset + 1):
+                    out[o] = (s.state, s.delivery_count, s.member_id, s.deadline_ms)
+        return out
+
+    def delivery_complete_count(self) -> int:
+        """Records at or after the start offset that are ACKNOWLEDGED or ARCHIVED."""
+        count = 0
+        for batch in self.cached_batches():
+            for s in batch.states():
+                if s.state in TERMINAL and s.last_offset >= self.start_offset:
+                    count += s.last_offset - max(s.first_offset, self.start_offset) + 1
+        return count
+
+    # ---- fetching ----
+
+    def next_fetch_offset(self) -> int:
+        """The offset the next log read for this share partition starts at: the first
+        re-available record, an unfetched gap left by a restart, or the end offset + 1."""
+        keys = self._keys
+        fresh = not keys or self.start_offset > self._cache[keys[-1]].last_offset
+        if not self._find_next_fetch_offset:
+            return self.end_offset if fresh else self.end_offset + 1
+        if fresh:
+            self._find_next_fetch_offset = False
+            return self.end_offset
+        gap_active = self._gap_window_active()
+        gap_start = self._gap_window.gap_start_offset if gap_active else -1
+        for k in keys:
+            batch = self._cache[k]
+            if gap_active:
+                if batch.first_offset > gap_start:
+                    return gap_start
+                # A gap already fetched past must not pull the fetch back (natural gaps stay).
+                gap_start = max(batch.last_offset + 1, gap_start)
+            for s in batch.states():
+                if s.state is AVAILABLE and not s.ongoing:
+                    return s.first_offset
+        self._find_next_fetch_offset = False
+        return self.end_offset + 1
+
+    def can_acquire_records(self) -> bool:
+        """Whether a log read could give anything to acquire (Kafka's canAcquireRecords)."""
+        if self.next_fetch_offset() != self.end_offset + 1:
+            return True
+        return self.in_flight_records < self.max_in_flight_records
+
+    def _acquire_limits(self, fetch_offset: int, max_records: int, last_offset: int) -> tuple[int, int]:
+        """(max records, last offset) to acquire within group.share.partition.max.record.locks."""
+        limit = min(max_records, self.max_in_flight_records - self.in_flight_records)
+        if limit <= 0 and fetch_offset <= self.end_offset:
+            # At the lock limit, only records already in flight (re-available ones) may go out.
+            return min(max_records, self.end_offset - fetch_offset + 1), min(last_offset, self.end_offset)
+        return limit, last_offset
+
+    def acquire(self, member_id: str, fetched_batches: Sequence[Any], max_records: int, now_ms: int, *,
+                batch_size: int | None = None, fetch_offset: int | None = None,
+                last_stable_offset: int | None = None,
+                aborted: Iterable[tuple[int, int]] = ()) -> ShareAcquiredRecords:
+        """Acquire for member_id the records of a log read: `fetched_batches` are the log
+        batches read from `fetch_offset` (default next_fetch_offset()), as (base_offset,
+        last_offset) pairs. Whole log batches are acquired, so max_records may be exceeded to
+        keep batch boundaries. Under share.isolation.level=read_committed the read stops before
+        `last_stable_offset`, and `aborted` lists (first, last) offset ranges of aborted
+        transactional batches, which are archived instead of delivered."""
+        self._require_active()
+        spans = [_span(b) for b in fetched_batches]
+        if self.read_committed and last_stable_offset is not None:
+            spans = [(b, min(last, last_stable_offset - 1)) for b, last in spans if b < last_stable_offset]
+        if max_records <= 0 or not spans:
+            return ShareAcquiredRecords()
+        if fetch_offset is None:
+            fetch_offset = self.next_fetch_offset()
+        limit, last_to_acquire = self._acquire_limits(fetch_offset, max_records, spans[-1][1])
+        if limit <= 0:
+            return ShareAcquiredRecords()
+        first_base = spans[0][0]
+        base = first_base
+        i = self._floor_index(base)
+        if i < 0:
+            base = max(base, self.start_offset)
+        elif self._cache[self._keys[i]].last_offset >= base:
+            # The read starts inside a cached batch: work on the cached batch boundaries.
+            base = self._keys[i]
+        overlap = self._batches_between(base, last_to_acquire)
+        if not overlap:
+            got, count = self._acquire_new(member_id, spans, base, last_to_acquire, batch_size, limit, now_ms)
+            return self._finish(member_id, got, count, aborted)
+
+        result: list[AcquiredRecords] = []
+        count = 0
+        gap_start = base
+        for batch in overlap:
+            if count >= limit:
+                break
+            if self._gap_window_active():
+                if gap_start < batch.first_offset:
+                    got, n = self._acquire_new(member_id, spans, gap_start, batch.first_offset - 1,
+                                               batch_size, limit - count, now_ms)
+                    result += got
+                    count += n
+                gap_start = batch.last_offset + 1
+                if count >= limit:
+                    break
+            full = batch.first_offset >= first_base and batch.last_offset <= last_to_acquire
+            if not full or batch.offset_states is not None:
+                if batch.offset_states is None:
+                    if batch.batch_state.state is not AVAILABLE or batch.batch_state.ongoing:
+                        continue
+                    self._split(batch)
+                count += self._acquire_offsets(member_id, batch, first_base, last_to_acquire,
+                                               limit - count, result, now_ms)
+                continue
+            state = batch.batch_state
+            if state.state is not AVAILABLE or state.ongoing:
+                continue
+            state.move(ACQUIRED, 1, member_id, self.max_delivery_count)
+            self._lock(state, now_ms)
+            result.append(AcquiredRecords(batch.first_offset, batch.last_offset, state.delivery_count))
+            count += batch.last_offset - batch.first_offset + 1
+        if count < limit and overlap[-1].last_offset < last_to_acquire:
+            got, n = self._acquire_new(member_id, spans, overlap[-1].last_offset + 1, last_to_acquire,
+                                       batch_size, limit - count, now_ms)
+            result += got
+            count += n
+        if result:
+            self._update_gap_window(result[-1].last_offset + 1)
+        return self._finish(member_id, result, count, aborted)
+
+    def _acquire_offsets(self, member_id: str, batch: InFlightBatch, first: int, last: int, limit: int,
+                         result: list[AcquiredRecords], now_ms: int) -> int:
+        """Acquire the available offsets of a per-offset batch within [first, last]; contiguous
+        offsets with the same delivery count go out as one range."""
+        count = 0
+        for offset in range(max(batch.first_offset, first), min(batch.last_offset, last) + 1):
+            if count >= limit:
+                break
+            state = batch.offset_states[offset]
+            if state.state is not AVAILABLE or state.ongoing:
+                continue
+            state.move(ACQUIRED, 1, member_id, self.max_delivery_count)
+            self._lock(state, now_ms)
+            prev = result[-1] if result else None
+            if prev and prev.last_offset == offset - 1 and prev.delivery_count == state.delivery_count:
+                result[-1] = replace(prev, last_offset=offset)
+            else:
+                result.append(AcquiredRecords(offset, offset, state.delivery_count))
+            count += 1
+        return count
+
+    def _acquire_new(self, member_id: str, spans: list[tuple[int, int]], first: int, last: int,
+                     batch_size: int | None, limit: int, now_ms: int) -> tuple[list[AcquiredRecords], int]:
+        """Acquire offsets [first, last] that are not in the cache yet, as new batches of about
+        batch_size records cut at log batch boundaries."""
+        if not self._keys and self.end_offset > first:
+            # The cache was emptied past the start of this log batch: resume at the end offset.
+            first = self.end_offset
+        first = max(first, spans[0][0])
+        if first > last:
+            return [], 0
+        last_acquired = last
+        if limit < last - first + 1:
+            # Keep whole log batches: end with the batch holding the limit-th record.
+            wanted = first + limit - 1
+            last_acquired = next((l for b, l in spans if b <= wanted <= l), wanted)
+            if self._gap_window_active() and last_acquired > last:
+                last_acquired = last
+        ranges = []
+        current = first
+        if batch_size and last_acquired - first + 1 > batch_size:
+            for b, _ in spans:
+                if b > last_acquired:
+                    break
+                if b - current >= batch_size:
+                    ranges.append((current, b - 1))
+                    current = b
+        ranges.append((current, last_acquired))
+        acquired = []
+        for lo, hi in ranges:
+            state = InFlightState(lo, hi, ACQUIRED, 1, member_id)
+            self._lock(state, now_ms)
+            self._insert(InFlightBatch(state))
+            acquired.append(AcquiredRecords(lo, hi, 1))
+        if self._keys[0] == first:
+            self.start_offset = first
+        if last_acquired > self.end_offset:
+            self.end_offset = last_acquired
+        self._update_gap_window(last_acquired + 1)
+        return acquired, last_acquired - first + 1
+
+    def _finish(self, member_id: str, acquired: list[AcquiredRecords], count: int,
+                aborted: Iterable[tuple[int, int]]) -> ShareAcquiredRecords:
+        aborted = sorted(aborted)
+        if not (self.read_committed and aborted and acquired):
+            return ShareAcquiredRecords(tuple(acquired), count)
+        # Aborted transactional records are archived straight away (in memory, as Kafka does:
+        # a restart re-reads and re-archives them) and never reach the consumer.
+        for lo, hi in aborted:
+            self._archive_acquired(member_id, lo, hi)
+        kept = []
+        for r in acquired:
+            pieces = [(r.first_offset, r.last_offset)]
+            for lo, hi in aborted:
+                pieces = [p for a, b in pieces for p in ((a, min(b, lo - 1)), (max(a, hi + 1), b)) if p[0] <= p[1]]
+            kept += [AcquiredRecords(a, b, r.delivery_count) for a, b in pieces]
+        self._advance_start_offset()
+        return ShareAcquiredRecords(tuple(kept), sum(r.last_offset - r.first_offset + 1 for r in kept))
+
+    def _archive_acquired(self, member_id: str, first: int, last: int) -> None:
+        i = max(self._floor_index(first), 0)
+        for batch in [self._cache[k] for k in self._keys[i:]]:
+            if batch.first_offset > last:
+                break
+            if batch.last_offset < first:
+                continue
+            if batch.offset_states is None and not (first <= batch.first_offset and batch.last_offset <= last):
+                if batch.batch_state.state is not ACQUIRED or batch.batch_state.ongoing:
+                    continue
+                self._split(batch)
+            for s in list(batch.states()):
+                if (first <= s.first_offset and s.last_offset <= last and s.state is ACQUIRED
+                        and s.member_id == member_id and not s.ongoing):
+                    s.move(ARCHIVED, 0, EMPTY_MEMBER_ID, self.max_delivery_count)
+
+    # ---- acknowledging ----
+
+    def acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch], now_ms: int) -> PendingShareWrite:
+        """Apply member_id's acknowledgements. Either every batch is valid and all of them take
+        effect (RENEW at once, the rest as a pending write), or a KafkaError is raised
+        (INVALID_REQUEST for a malformed batch, INVALID_RECORD_STATE for records the member
+        does not hold) and nothing changes."""
+        self._require_active()
+        plan = self._plan_acknowledgements(member_id, batches)
+        changes = []
+        for batch, offset, ack_type in plan:
+            if offset is not None and batch.offset_states is None:
+                self._split(batch)
+            state = batch.state_at(offset) if offset is not None else batch.batch_state
+            if ack_type == AcknowledgeType.RENEW:
+                self._lock(state, now_ms)
+            else:
+                state.begin(_ACK_TO_STATE[ack_type], 0, EMPTY_MEMBER_ID, self.max_delivery_count)
+                changes.append(state)
+        return self._pending(changes)
+
+    def _plan_acknowledgements(self, member_id: str, batches: Sequence[AcknowledgementBatch]) -> list:
+        """Validate everything first; returns (batch, offset or None for the whole batch, type)."""
+        previous_last = None
+        for b in batches:
+            types = b.acknowledge_types
+            raise_if(b.first_offset > b.last_offset, Errors.INVALID_REQUEST,
+                     f"acknowledgement batch {b.first_offset}-{b.last_offset}: first offset after last")
+            raise_if(previous_last is not None and b.first_offset <= previous_last, Errors.INVALID_REQUEST,
+                     "acknowledgement batches overlap or are out of order")
+            raise_if(len(types) not in (1, b.last_offset - b.first_offset + 1), Errors.INVALID_REQUEST,
+                     f"acknowledgement batch {b.first_offset}-{b.last_offset} has {len(types)} acknowledge types")
+            bad = [t for t in types if t not in _ACK_TYPES]
+            raise_if(bool(bad), Errors.INVALID_REQUEST, f"invalid acknowledge type {bad[0] if bad else ''}")
+            previous_last = b.last_offset
+        plan = []
+        for b in batches:
+            if b.last_offset < self.start_offset:
+                # Already done: repeating a final acknowledgement is harmless, but a record
+                # past the start offset cannot be renewed.
+                raise_if(AcknowledgeType.RENEW in b.acknowledge_types, Errors.INVALID_RECORD_STATE,
+                         f"offsets {b.first_offset}-{b.last_offset} are no longer acquired")
+                continue
+            per_offset = len(b.acknowledge_types) > 1
+            for batch in self._batches_for_acknowledgement(b):
+                if batch.last_offset < max(b.first_offset, self.start_offset):
+                    continue
+                first = max(b.first_offset, batch.first_offset, self.start_offset)
+                last = min(b.last_offset, batch.last_offset)
+                if batch.offset_states is None:
+                    self._check_holder(member_id, batch.batch_state)
+                    if batch.first_offset >= b.first_offset and batch.last_offset <= b.last_offset and not per_offset:
+                        plan.append((batch, None, b.acknowledge_types[0]))
+                        continue
+                else:
+                    for offset in range(first, last + 1):
+                        self._check_holder(member_id, batch.offset_states[offset])
+                for offset in range(first, last + 1):
+                    ack_type = b.acknowledge_types[offset - b.first_offset] if per_offset else b.acknowledge_types[0]
+                    plan.append((batch, offset, ack_type))
+        return plan
+
+    def _check_holder(self, member_id: str, state: InFlightState) -> None:
+        where = f"offsets {state.first_offset}-{state.last_offset}"
+        raise_if(state.state is not ACQUIRED, Errors.INVALID_RECORD_STATE,
+                 f"{where} are {state.state.name}, not acquired")
+        raise_if(state.ongoing, Errors.INVALID_RECORD_STATE, f"{where} have a state change under way")
+        raise_if(state.member_id != member_id, Errors.INVALID_RECORD_STATE,
+                 f"{where} are not held by member {member_id}")
+
+    def _batches_for_acknowledgement(self, b: AcknowledgementBatch) -> list[InFlightBatch]:
+        i = self._floor_index(b.first_offset)
+        if i < 0:
+            # Acknowledging from before the start offset is fine as long as it reaches the cache.
+            i = self._floor_index(self.start_offset) if b.first_offset < self.start_offset <= b.last_offset else -1
+            raise_if(i < 0, Errors.INVALID_RECORD_STATE,
+                     f"offsets {b.first_offset}-{b.last_offset} were never delivered")
+        hi = bisect.bisect_right(self._keys, b.last_offset)
+        found = [self._cache[k] for k in self._keys[i:hi]]
+        raise_if(found[-1].last_offset < b.first_offset, Errors.INVALID_REQUEST,
+                 f"offset {b.first_offset} is past the acquired records")
+        raise_if(b.last_offset > found[-1].last_offset, Errors.INVALID_REQUEST,
+                 f"offset {b.last_offset} is past the acquired records")
+        return found
+
+    # ---- releasing and lock expiry ----
+
+    def release_member(self, member_id: str, now_ms: int) -> PendingShareWrite | None:
+        """A member left or was fenced: what it still holds becomes AVAILABLE again. As in
+        Kafka, the delivery is given back (the records count as not delivered)."""
+        self._require_active()
+        changes = []
+        for batch in self.cached_batches():
+            for s in batch.states():
+                if s.state is ACQUIRED and s.member_id == member_id and not s.ongoing:
+                    s.begin(AVAILABLE, -1, EMPTY_MEMBER_ID, self.max_delivery_count)
+                    changes.append(s)
+        return self._pending(changes) if changes else None
+
+    def _lock_live(self, deadline: int, state: InFlightState) -> bool:
+        return state.deadline_ms == deadline and state.state is ACQUIRED and not state.ongoing
+
+    def next_deadline(self) -> int | None:
+        """When the earliest acquisition lock expires, or None."""
+        locks = self._locks
+        while locks and not self._lock_live(locks[0][0], locks[0][2]):
+            heapq.heappop(locks)
+        return locks[0][0] if locks else None
+
+    def expire(self, now_ms: int) -> PendingShareWrite | None:
+        """Release every record whose acquisition lock expired at now_ms: AVAILABLE for another
+        delivery, or ARCHIVED when the delivery count limit is reached."""
+        if self.state is not SharePartitionState.ACTIVE:
+            return None
+        changes = []
+        locks = self._locks
+        while locks and locks[0][0] <= now_ms:
+            deadline, _, state = heapq.heappop(locks)
+            if self._lock_live(deadline, state):
+                state.begin(AVAILABLE, 0, EMPTY_MEMBER_ID, self.max_delivery_count)
+                changes.append(state)
+        return self._pending(changes) if changes else None
+
+    # ---- persisting ----
+
+    def _pending(self, changes: list[InFlightState]) -> PendingShareWrite:
+        batches: list[PersisterStateBatch] = []
+        for s in sorted(changes, key=lambda s: s.first_offset):
+            b = s.persister_batch()
+            prev = batches[-1] if batches else None
+            if (prev and prev.last_offset + 1 == b.first_offset and prev.delivery_state == b.delivery_state
+                    and prev.delivery_count == b.delivery_count):
+                batches[-1] = prev._replace(last_offset=b.last_offset)
+            else:
+                batches.append(b)
+        return PendingShareWrite(self.group_id, self.topic_id, self.partition, self.state_epoch, self.leader_epoch,
+                                 self.start_offset, self.delivery_complete_count(), tuple(batches),
+                                 tuple(changes), self)
+
+    def _settle(self, pending: PendingShareWrite) -> None:
+        if pending._owner is not self or pending.done:
+            raise ValueError("not a pending write of this share partition, or already settled")
+        pending.done = True
+
+    def commit(self, pending: PendingShareWrite) -> None:
+        """The share coordinator accepted the write: the changes stand."""
+        self._settle(pending)
+        for state in pending._changes:
+            state.commit()
+            if state.state is AVAILABLE:
+                self._find_next_fetch_offset = True
+        self._advance_start_offset()
+
+    def rollback(self, pending: PendingShareWrite) -> None:
+        """The write failed: every record it touched is back as it was, holder and lock included."""
+        self._settle(pending)
+        for state in pending._changes:
+            state.rollback()
+            if state.state is ACQUIRED and state.deadline_ms is not None:
+                heapq.heappush(self._locks, (state.deadline_ms, next(self._seq), state))
+            elif state.state is AVAILABLE:
+                self._find_next_fetch_offset = True
+
+    # ---- start offset ----
+
+    def _can_move_start_offset(self) -> bool:
+        if not self._keys:
+            return False
+        i = self._floor_index(self.start_offset)
+        if i < 0:
+            return False  # an unfetched gap right at the start offset
+        batch = self._cache[self._keys[i]]
+        if batch.last_offset < self.start_offset:
+            return False
+        state = batch.state_at(self.start_offset)
+        return not state.ongoing and state.state in TERMINAL
+
+    def _last_offset_acknowledged(self) -> int:
+        """The last offset of the run of settled terminal records at the head of the cache."""
+        last = -1
+        gap_active = self._gap_window_active()
+        for k in self._keys:
+            batch = self._cache[k]
+            if gap_active and batch.last_offset >= self._gap_window.gap_start_offset:
+                return last
+            for s in batch.states():
+                if s.ongoing or s.state not in TERMINAL:
+                    return last
+                last = s.last_offset
+        return last
+
+    def _advance_start_offset(self) -> bool:
+        """Move the start offset past terminal records and drop whole batches behind it
+        (Kafka's maybeUpdateCachedStateAndOffsets)."""
+        if not self._can_move_start_offset():
+            return False
+        last_done = self._last_offset_acknowledged()
+        if last_done == -1:
+            return False
+        keys = self._keys
+        if last_done == self._cache[keys[-1]].last_offset:
+            self.start_offset = self.end_offset = last_done + 1
+            keys.clear()
+            self._cache.clear()
+            return True
+        i = self._floor_index(last_done)
+        batch = self._cache[keys[i]]
+        if last_done == batch.last_offset:
+            self.start_offset = max(self.start_offset, keys[i + 1])
+            if self._gap_window_active():
+                # The offsets between are a gap still to fetch, not a gap in the log.
+                self.start_offset = min(self._gap_window.gap_start_offset, self.start_offset)
+            drop = i + 1
+        else:
+            self.start_offset = max(self.start_offset, last_done + 1)
+            drop = i  # the batch holding the start offset stays until all of it is done
+        for k in keys[:drop]:
+            del self._cache[k]
+        del keys[:drop]
+        return True
