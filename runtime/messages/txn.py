@@ -1,0 +1,166 @@
+"""Transaction coordinator messages: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
+EndTxn, DescribeTransactions and ListTransactions, as of Kafka 4.x.
+
+Kafka's DescribeTransactions and ListTransactions responses both name a nested struct
+`TransactionState`, and DescribeTransactions has a `TopicData`; they would collide in the flat
+`runtime.messages` namespace (and with the coordinator's TransactionState enum), so those
+nested structs carry their message's name as a prefix.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "InitProducerIdRequest", "InitProducerIdResponse",
+    "AddPartitionsToTxnTopic", "AddPartitionsToTxnTransaction", "AddPartitionsToTxnRequest",
+    "AddPartitionsToTxnPartitionResult", "AddPartitionsToTxnTopicResult", "AddPartitionsToTxnResult",
+    "AddPartitionsToTxnResponse",
+    "AddOffsetsToTxnRequest", "AddOffsetsToTxnResponse",
+    "EndTxnRequest", "EndTxnResponse",
+    "DescribeTransactionsRequest", "DescribeTransactionsTopicData", "DescribeTransactionsTransactionState",
+    "DescribeTransactionsResponse",
+    "ListTransactionsRequest", "ListTransactionsTransactionState", "ListTransactionsResponse",
+]
+
+
+@dataclass(frozen=True)
+class InitProducerIdRequest:
+    transactional_id: str | None = None  # None: an idempotent producer
+    transaction_timeout_ms: int = 60000
+    producer_id: int = -1  # the producer's current id and epoch, when it re-initialises
+    producer_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class InitProducerIdResponse:
+    error_code: int = 0
+    producer_id: int = -1
+    producer_epoch: int = -1
+    throttle_time_ms: int = 0
+
+
+@dataclass(frozen=True)
+class AddPartitionsToTxnTopic:
+    name: str
+    partitions: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class AddPartitionsToTxnTransaction:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    verify_only: bool = False  # a partition leader asking whether the partitions are in the transaction
+    topics: tuple[AddPartitionsToTxnTopic, ...] = ()
+
+
+@dataclass(frozen=True)
+class AddPartitionsToTxnRequest:
+    transactions: tuple[AddPartitionsToTxnTransaction, ...] = ()
+
+
+@dataclass(frozen=True)
+class AddPartitionsToTxnPartitionResult:
+    partition_index: int
+    partition_error_code: int = 0
+
+
+@dataclass(frozen=True)
+class AddPartitionsToTxnTopicResult:
+    name: str
+    results_by_partition: tuple[AddPartitionsToTxnPartitionResult, ...] = ()
+
+
+@dataclass(frozen=True)
+class AddPartitionsToTxnResult:
+    transactional_id: str
+    topic_results: tuple[AddPartitionsToTxnTopicResult, ...] = ()
+
+
+@dataclass(frozen=True)
+class AddPartitionsToTxnResponse:
+    error_code: int = 0
+    results_by_transaction: tuple[AddPartitionsToTxnResult, ...] = ()
+    throttle_time_ms: int = 0
+
+
+@dataclass(frozen=True)
+class AddOffsetsToTxnRequest:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+
+
+@dataclass(frozen=True)
+class AddOffsetsToTxnResponse:
+    error_code: int = 0
+    throttle_time_ms: int = 0
+
+
+@dataclass(frozen=True)
+class EndTxnRequest:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool  # True to commit, False to abort
+
+
+@dataclass(frozen=True)
+class EndTxnResponse:
+    error_code: int = 0
+    producer_id: int = -1
+    producer_epoch: int = -1
+    throttle_time_ms: int = 0
+
+
+@dataclass(frozen=True)
+class DescribeTransactionsRequest:
+    transactional_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DescribeTransactionsTopicData:
+    topic: str
+    partitions: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class DescribeTransactionsTransactionState:
+    error_code: int
+    transactional_id: str
+    transaction_state: str = ""
+    transaction_timeout_ms: int = 0
+    transaction_start_time_ms: int = -1
+    producer_id: int = -1
+    producer_epoch: int = -1
+    topics: tuple[DescribeTransactionsTopicData, ...] = ()
+
+
+@dataclass(frozen=True)
+class DescribeTransactionsResponse:
+    transaction_states: tuple[DescribeTransactionsTransactionState, ...] = ()
+    throttle_time_ms: int = 0
+
+
+@dataclass(frozen=True)
+class ListTransactionsRequest:
+    state_filters: tuple[str, ...] = ()  # Kafka's state names ("Ongoing", ...); empty: all
+    producer_id_filters: tuple[int, ...] = ()
+    duration_filter: int = -1  # only transactions running at least this long; -1: no filter
+    transactional_id_pattern: str | None = None  # a regular expression; None: no filter
+
+
+@dataclass(frozen=True)
+class ListTransactionsTransactionState:
+    transactional_id: str
+    producer_id: int
+    transaction_state: str
+
+
+@dataclass(frozen=True)
+class ListTransactionsResponse:
+    error_code: int = 0
+    unknown_state_filters: tuple[str, ...] = ()
+    transaction_states: tuple[ListTransactionsTransactionState, ...] = ()
+    throttle_time_ms: int = 0

@@ -1,0 +1,1 @@
+"""The transaction coordinator: one shard per __transaction_state partition."""

@@ -1,0 +1,67 @@
+"""Shared fixtures for the transaction coordinator tests."""
+from __future__ import annotations
+
+from runtime.hashing import partition_for
+from runtime.messages.txn import (AddPartitionsToTxnRequest, AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+                                  EndTxnRequest, InitProducerIdRequest)
+from runtime.testing import ShardHarness
+from runtime.txn.coordinator import TransactionCoordinatorShard
+
+ONE_PARTITION = {"transaction.state.log.num.partitions": 1, "offsets.topic.num.partitions": 50}
+
+
+def harness(tmp_path, **config) -> ShardHarness:
+    return ShardHarness(str(tmp_path), TransactionCoordinatorShard, config={**ONE_PARTITION, **config})
+
+
+def run(h: ShardHarness, op):
+    """Write an operation and return (its records, its PendingWrite)."""
+    captured = []
+
+    def wrapped(shard, now):
+        result = op(shard, now)
+        captured.append(result)
+        return result
+
+    pending = h.write(wrapped)
+    return list(captured[0].records), pending
+
+
+def init(h, tid="tx", timeout_ms=60000, producer_id=-1, producer_epoch=-1):
+    return h.call(lambda s, now: s.init_producer_id(
+        InitProducerIdRequest(tid, timeout_ms, producer_id, producer_epoch), now))
+
+
+def add_request(tid, pid, epoch, partitions, verify_only=False) -> AddPartitionsToTxnRequest:
+    topics: dict[str, list[int]] = {}
+    for topic, p in partitions:
+        topics.setdefault(topic, []).append(p)
+    return AddPartitionsToTxnRequest((AddPartitionsToTxnTransaction(
+        tid, pid, epoch, verify_only, tuple(AddPartitionsToTxnTopic(t, tuple(ps)) for t, ps in topics.items())),))
+
+
+def add(h, tid, pid, epoch, partitions):
+    return h.call(lambda s, now: s.add_partitions_to_txn(add_request(tid, pid, epoch, partitions), now))
+
+
+def end(h, tid, pid, epoch, commit=True):
+    """Send EndTxn; returns its PendingWrite (done at once for an error or a retry)."""
+    return h.write(lambda s, now: s.end_txn(EndTxnRequest(tid, pid, epoch, commit), now))
+
+
+def finish_markers(h):
+    """What the actor does: complete every pending marker set."""
+    for m in h.read(lambda s: s.pending_markers()):
+        h.call(lambda s, now, m=m: s.complete_markers(m.transactional_id, m.producer_id, m.producer_epoch, now))
+
+
+def state_of(h):
+    shard = h.shard
+    return dict(shard.transactions), shard.last_block_start
+
+
+def id_for_partition(partition: int, partitions: int) -> str:
+    n = 0
+    while partition_for(f"tx-{n}", partitions) != partition:
+        n += 1
+    return f"tx-{n}"
