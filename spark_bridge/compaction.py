@@ -1,0 +1,333 @@
+"""Compaction of a coordinator's state log by a Spark job: Kafka's log cleaner.
+
+Only closed segments are compacted, always the whole closed run from the start of the log,
+so that nothing older than a surviving record (or a dropped tombstone) stays behind:
+
+* a "latest" record type keeps its newest record per key;
+* a "delta" type (ShareUpdate) keeps every record after the newest record of its snapshot
+  type (ShareSnapshot) with the same key fields, and the snapshot keeps only that newest one;
+* a tombstone is kept for ``delete.retention.ms`` after its batch's timestamp, then dropped
+  (everything it deleted is gone by then, so replaying the log gives the same state);
+* the survivors keep their offsets and their order. They are written as ATTR_COMPACTED
+  batches (a new batch wherever the original batch timestamp changes, so that retention
+  stays exact) into ``<base>-<end>.compacted.log``: a temporary file, fsynced, renamed, and
+  swapped into the manifest in place of the segments it replaces.
+
+The whole job runs under the log's compaction lock; the live writer never takes it and
+keeps appending to its active segment meanwhile. Nothing the live log uses changes before
+the manifest swap, so a job killed at any point leaves the log as it was; the next run
+overwrites the leftovers.
+"""
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any, Callable
+
+import msgpack
+
+from runtime import codec
+from runtime.coordinator import CoordinatorContext, CoordinatorRuntime, LoadProgress
+from runtime.log import (ATTR_COMPACTED, FileLog, LogConfig, SegmentInfo, compacted_file_name, compaction_lock,
+                         encode_batch, swap_segments)
+from runtime.timer import CoordinatorTimer
+
+from .loader import (CorruptSegmentError, batch_entries, find_logs, import_record_modules, manifest_of,
+                     raise_corrupt_segment, record_modules, segment_batches, segment_rows, segments_frame)
+
+DEFAULT_DELETE_RETENTION_MS = 86_400_000  # Kafka's delete.retention.ms
+MAX_BATCH_BYTES = 1 << 20
+COMPACT_SCHEMA = ("offset long, batch_timestamp long, type_id int, group_type int, group_key binary, "
+                  "entry binary, tombstone boolean")
+WRITTEN_SCHEMA = "file string, size long, max_timestamp long, records long, batches long, tombstones long"
+_TMP_SUFFIX = ".tmp"
+
+Progress = Callable[[str, str], None]  # (log name, stage)
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    log: str
+    status: str  # "compacted" or "nothing to do"
+    reason: str = ""
+    segments_in: int = 0
+    records_in: int = 0
+    records_out: int = 0
+    tombstones_out: int = 0  # tombstones still inside their delete.retention.ms
+    bytes_in: int = 0
+    bytes_out: int = 0
+    seconds: float = 0.0
+    file: str = ""
+
+    def __str__(self) -> str:
+        if self.status != "compacted":
+            return f"{self.log}: nothing to do ({self.reason})"
+        return (f"{self.log}: {self.segments_in} segments, {self.records_in} records -> {self.records_out} "
+                f"({self.tombstones_out} tombstones kept), {self.bytes_in} -> {self.bytes_out} bytes "
+                f"in {self.seconds:.1f}s")
+
+
+# ---------------------------------------------------------------------- inside Spark tasks
+
+def _compaction_rows(modules: list[str], records_in):
+    """mapInArrow: closed segments in; one row per record out, with its compaction group
+    (the snapshot type for a delta type) and its raw entry, ready to be written back."""
+
+    def decode(batches):
+        import pyarrow as pa
+        import_record_modules(modules)
+        packb = msgpack.Packer(use_bin_type=True).pack
+        for tasks in batches:
+            for task in tasks.to_pylist():
+                cols: list[list] = [[] for _ in range(7)]
+                for batch in segment_batches(task["path"], task["base_offset"], False):
+                    offsets, entries = batch_entries(batch, task["path"])
+                    for offset, entry in zip(offsets, entries):
+                        try:
+                            type_id, _version, key, value = entry
+                            rt = codec.record_type(type_id)
+                        except Exception as e:
+                            raise CorruptSegmentError(task["path"], offset, f"cannot compact record: {e}") from None
+                        group = rt.snapshot_of if rt.compaction == "delta" else type_id
+                        for col, v in zip(cols, (offset, batch.timestamp, type_id, group, packb(key),
+                                                 packb(entry), value is None)):
+                            col.append(v)
+                records_in.add(len(cols[0]))
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(cols[0], pa.int64()), pa.array(cols[1], pa.int64()), pa.array(cols[2], pa.int32()),
+                     pa.array(cols[3], pa.int32()), pa.array(cols[4], pa.binary()), pa.array(cols[5], pa.binary()),
+                     pa.array(cols[6], pa.bool_())],
+                    names=["offset", "batch_timestamp", "type_id", "group_type", "group_key", "entry", "tombstone"])
+
+    return decode
+
+
+class SegmentWriter:
+    """Writes survivors, in offset order, as ATTR_COMPACTED batches into a temporary file;
+    `finish` fsyncs it and renames it to its final name."""
+
+    def __init__(self, directory: str, base_offset: int, end_offset: int) -> None:
+        self.file = compacted_file_name(base_offset, end_offset)
+        self.path = os.path.join(directory, self.file)
+        self._out = open(self.path + _TMP_SUFFIX, "wb")
+        self._pending: list[bytes] = []
+        self._offsets: list[int] = []
+        self._pending_bytes = 0
+        self._timestamp: int | None = None
+        self.size = self.records = self.batches = self.tombstones = 0
+        self.max_timestamp = -1
+
+    def add(self, offset: int, timestamp: int, entry: bytes, tombstone: bool) -> None:
+        if self._pending and (timestamp != self._timestamp or self._pending_bytes + len(entry) > MAX_BATCH_BYTES):
+            self._flush_batch()
+        self._timestamp = timestamp
+        self._offsets.append(offset)
+        self._pending.append(entry)
+        self._pending_bytes += len(entry)
+        self.records += 1
+        self.tombstones += tombstone
+        self.max_timestamp = max(self.max_timestamp, timestamp)
+
+    def _flush_batch(self) -> None:
+        base = self._offsets[0]
+        deltas = [o - base for o in self._offsets]
+        # The payload is msgpack [offset_deltas, entries] (log.encode_compacted_payload);
+        # the entries are already packed, so the array is framed around them as they are.
+        payload = (b"\x92" + msgpack.packb(deltas) + _array_header(len(self._pending)) + b"".join(self._pending))
+        data = encode_batch(base, payload, deltas[-1] + 1, self._timestamp, ATTR_COMPACTED)
+        self._out.write(data)
+        self.size += len(data)
+        self.batches += 1
+        self._pending, self._offsets, self._pending_bytes = [], [], 0
+
+    def finish(self) -> dict:
+        if self._pending:
+            self._flush_batch()
+        self._out.flush()
+        os.fsync(self._out.fileno())
+        self._out.close()
+        os.replace(self.path + _TMP_SUFFIX, self.path)
+        fd = os.open(os.path.dirname(self.path), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return {"file": self.file, "size": self.size, "max_timestamp": self.max_timestamp, "records": self.records,
+                "batches": self.batches, "tombstones": self.tombstones}
+
+
+def _array_header(n: int) -> bytes:
+    return msgpack.Packer().pack_array_header(n)
+
+
+def _write_survivors(directory: str, base_offset: int, end_offset: int):
+    """mapInArrow over the single, offset-sorted partition of survivors."""
+
+    def write(batches):
+        import pyarrow as pa
+        writer = SegmentWriter(directory, base_offset, end_offset)
+        for b in batches:
+            for offset, ts, entry, tomb in zip(*(b.column(n).to_pylist() for n in
+                                                 ("offset", "batch_timestamp", "entry", "tombstone"))):
+                writer.add(offset, ts, entry, tomb)
+        written = writer.finish()
+        yield pa.RecordBatch.from_pylist([written])
+
+    return write
+
+
+# ---------------------------------------------------------------------- the driver
+
+def survivors(records, now_ms: int, delete_retention_ms: int):
+    """The records that compaction keeps (see the module docstring), from COMPACT_SCHEMA rows."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    group = Window.partitionBy("group_type", "group_key")
+    newest_base = F.max(F.when(F.col("type_id") == F.col("group_type"), F.col("offset"))).over(group)
+    records = records.withColumn("newest_base", newest_base)
+    is_base = F.col("type_id") == F.col("group_type")
+    keep = ((is_base & (F.col("offset") == F.col("newest_base")))
+            | (~is_base & (F.col("newest_base").isNull() | (F.col("offset") > F.col("newest_base")))))
+    expired = F.col("tombstone") & (F.col("batch_timestamp") + F.lit(delete_retention_ms) <= F.lit(now_ms))
+    return records.where(keep & ~expired).select("offset", "batch_timestamp", "entry", "tombstone")
+
+
+def _remove_leftovers(directory: str, live: set[str]) -> None:
+    """Files of an earlier compaction that was killed before its swap."""
+    for name in os.listdir(directory):
+        if name.endswith(".compacted.log" + _TMP_SUFFIX) or (name.endswith(".compacted.log") and name not in live):
+            os.unlink(os.path.join(directory, name))
+
+
+def compact_log(spark, directory: str, *, now_ms: int | None = None,
+                delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS,
+                progress: Progress | None = None) -> CompactionResult:
+    """Compact the closed segments of one coordinator state log. Raises CompactionInProgress
+    if another compaction holds the log, CorruptSegmentError (naming the file and offset)
+    if a closed segment does not decode; in both cases the log is unchanged."""
+    directory = os.path.abspath(directory)
+    logs = find_logs(directory)
+    if len(logs) != 1 or logs[0].directory != directory:
+        raise FileNotFoundError(f"{directory} is not a log folder")
+    log = logs[0]
+    if not log.internal:
+        raise ValueError(f"{log.name} holds topic data, not coordinator records: only state logs are compacted")
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    report = progress or (lambda _log, _stage: None)
+    started = time.monotonic()
+    with compaction_lock(directory):
+        manifest = manifest_of(directory)
+        closed = [s for s in manifest.segments if s.end_offset is not None]
+        if not closed:
+            return CompactionResult(log.name, "nothing to do", "no closed segments")
+        if len(closed) == 1 and closed[0].file.endswith(".compacted.log"):
+            return CompactionResult(log.name, "nothing to do", "the closed segments are compacted already")
+        _remove_leftovers(directory, {s.file for s in manifest.segments})
+        report(log.name, f"compacting {len(closed)} closed segments")
+        records_in = spark.sparkContext.accumulator(0)
+        rows = segment_rows([log], closed_only=True)
+        compacted = segments_frame(spark, rows).mapInArrow(_compaction_rows(record_modules(), records_in),
+                                                           COMPACT_SCHEMA)
+        kept = survivors(compacted, now_ms, delete_retention_ms).repartition(1).sortWithinPartitions("offset")
+        base, end = closed[0].base_offset, closed[-1].end_offset
+        try:
+            written = kept.mapInArrow(_write_survivors(directory, base, end), WRITTEN_SCHEMA).collect()
+        except Exception as e:
+            raise_corrupt_segment(e)
+            raise
+        if written:
+            out = written[0].asDict()
+        else:  # no partition at all: every record was dropped
+            out = SegmentWriter(directory, base, end).finish()
+        report(log.name, "written")
+        replacement = SegmentInfo(out["file"], base, end, out["max_timestamp"], out["size"])
+        try:
+            swap_segments(directory, [s.file for s in closed], [replacement])
+        except BaseException:
+            if out["file"] not in {s.file for s in manifest_of(directory).segments}:
+                os.unlink(os.path.join(directory, out["file"]))
+            raise
+        report(log.name, "swapped")
+    return CompactionResult(log.name, "compacted", "", len(closed), records_in.value, out["records"],
+                            out["tombstones"], sum(s.size for s in closed), out["size"],
+                            time.monotonic() - started, out["file"])
+
+
+def compact_all(spark, data_dir: str, **kwargs) -> list[CompactionResult]:
+    """Compact every coordinator state log under a data directory, one after the other."""
+    return [compact_log(spark, log.directory, **kwargs) for log in find_logs(data_dir) if log.internal]
+
+
+# ---------------------------------------------------------------------- equivalence
+
+def load_shard(directory: str, shard_factory: Callable[[CoordinatorContext], Any], *, config: dict | None = None,
+               now_ms: int = 0) -> tuple[Any, LoadProgress, float]:
+    """Load a coordinator from a log folder, the way an actor does on restart: returns the
+    shard, the load's progress counters and the seconds it took. The folder must not have
+    a live writer (the load opens it as its writer)."""
+    name = os.path.basename(os.path.normpath(directory))
+    runtime = CoordinatorRuntime(name, _partition_of(name), shard_factory,
+                                 lambda: FileLog(directory, LogConfig(fsync=False), name=name), config)
+    started = time.perf_counter()
+    progress = runtime.load_all(now_ms)
+    seconds = time.perf_counter() - started
+    shard = runtime.shard
+    runtime.log.close()
+    return shard, progress, seconds
+
+
+def _partition_of(name: str) -> int:
+    head, _, tail = name.rpartition("-")
+    return int(tail) if head and tail.isdigit() else 0
+
+
+def state_digest(shard: Any, exclude: tuple[str, ...] = ()) -> str:
+    """A SHA-256 over a shard's state: every attribute reachable from it, dicts and sets
+    taken in sorted order (their insertion order depends on the replay history, which
+    compaction changes), lists in order. `exclude` names attributes that are not state,
+    such as a list of replayed offsets; the context and timers are never state."""
+    return hashlib.sha256(json.dumps(_canonical(shard, frozenset(exclude), set()), default=repr).encode()).hexdigest()
+
+
+def _canonical(obj: Any, exclude: frozenset, path: set) -> Any:
+    if obj is None or isinstance(obj, (bool, str, bytes)):
+        return obj.hex() if isinstance(obj, bytes) else obj
+    if isinstance(obj, enum.Enum):
+        return [type(obj).__name__, obj.name]
+    if isinstance(obj, (int, float)):
+        return obj
+    if id(obj) in path:  # a back reference (a manager pointing at its shard)
+        return ["ref", type(obj).__name__]
+    path = path | {id(obj)}
+    if isinstance(obj, dict):
+        return ["dict", sorted(([_canonical(k, exclude, path), _canonical(v, exclude, path)]
+                                for k, v in obj.items()), key=_sort_key)]
+    if isinstance(obj, (set, frozenset)):
+        return ["set", sorted((_canonical(v, exclude, path) for v in obj), key=_sort_key)]
+    if isinstance(obj, (list, tuple)):
+        return [type(obj).__name__, [_canonical(v, exclude, path) for v in obj]]
+    if isinstance(obj, (CoordinatorContext, CoordinatorTimer)) or callable(obj):
+        return None
+    attrs = _attributes(obj)
+    return [type(obj).__name__, {k: _canonical(v, exclude, path) for k, v in sorted(attrs.items())
+                                 if k not in exclude and not callable(v)}]
+
+
+def _attributes(obj: Any) -> dict:
+    if is_dataclass(obj):
+        return {f.name: getattr(obj, f.name) for f in fields(obj)}
+    attrs = dict(getattr(obj, "__dict__", {}))
+    for cls in type(obj).__mro__:
+        for slot in getattr(cls, "__slots__", ()):
+            if hasattr(obj, slot):
+                attrs[slot] = getattr(obj, slot)
+    return attrs
+
+
+def _sort_key(v: Any) -> str:
+    return json.dumps(v, default=repr, sort_keys=True)
