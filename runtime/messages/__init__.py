@@ -2,3 +2,4 @@
 (field names are the snake_case of Kafka's). One module per protocol; all re-exported here."""
 from .topics import *  # noqa: F401,F403
 from .txn import *  # noqa: F401,F403
+from .group import *  # noqa: F401,F403

@@ -1,0 +1,139 @@
+"""The group coordinator shard of one __consumer_offsets partition (Kafka's
+GroupCoordinatorShard): a thin router over the protocol managers.
+
+`groups` holds every group of the partition, whatever its protocol; each group object has
+`.type` ("classic", "consumer", "share"), `.state`, and Kafka's Group interface
+(`validate_offset_commit`, `validate_offset_fetch`, `validate_offset_delete`,
+`validate_delete`, `is_empty`, `is_subscribed_to_topic`, `offset_expiration_base`,
+`as_listed_group`, `describe`). `replay` dispatches on the record's key class through
+`self.replayers`; another protocol adds its record keys there.
+"""
+from __future__ import annotations
+
+from ..codec import Record
+from ..coordinator import CoordinatorContext, Result
+from ..errors import Errors, KafkaError, raise_if
+from ..messages.group import (
+    DeletableGroupResult, DescribedGroup, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListedGroup,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
+)
+from .classic import ClassicGroupManager
+from .offsets import OffsetMetadataManager
+from .records import GroupMetadataKey, OffsetCommitKey, group_metadata_tombstone
+
+__all__ = ["GroupCoordinatorShard", "EXPIRE_GROUP_METADATA_KEY"]
+
+EXPIRE_GROUP_METADATA_KEY = "expire-group-metadata"
+
+
+class GroupCoordinatorShard:
+    def __init__(self, context: CoordinatorContext) -> None:
+        self.context = context
+        self.groups: dict = {}
+        self.offsets = OffsetMetadataManager(context.config, self.groups)
+        self.classic = ClassicGroupManager(context, self.groups)
+        self.retention_check_interval_ms = int(context.config.get("offsets.retention.check.interval.ms", 600000))
+        self.replayers = {
+            OffsetCommitKey: self.offsets.replay_offset_commit,
+            GroupMetadataKey: self.classic.replay_group_metadata,
+        }
+
+    # ------------------------------------------------------------------ records and lifecycle
+
+    def replay(self, offset: int, record: Record) -> None:
+        replayer = self.replayers.get(type(record.key))
+        if replayer is None:
+            raise ValueError(f"the group coordinator has no use for {type(record.key).__name__} records")
+        replayer(offset, record.key, record.value)
+
+    def on_loaded(self, now_ms: int) -> None:
+        self.classic.on_loaded(now_ms)
+        self._schedule_expiry(now_ms)
+
+    # ------------------------------------------------------------------ classic group protocol
+
+    def join_group(self, request: JoinGroupRequest, now_ms: int, new_member_id: str,
+                   client_id: str = "", client_host: str = "") -> Result:
+        return self.classic.join_group(request, now_ms, new_member_id, client_id, client_host)
+
+    def sync_group(self, request: SyncGroupRequest, now_ms: int) -> Result:
+        return self.classic.sync_group(request, now_ms)
+
+    def heartbeat(self, request: HeartbeatRequest, now_ms: int) -> Result:
+        return self.classic.heartbeat(request, now_ms)
+
+    def leave_group(self, request: LeaveGroupRequest, now_ms: int) -> Result:
+        return self.classic.leave_group(request, now_ms)
+
+    # ------------------------------------------------------------------ offsets
+
+    def offset_commit(self, request: OffsetCommitRequest, now_ms: int) -> Result:
+        group = self.offsets.validate_offset_commit(request)
+        if group is not None and group.type == "classic":
+            self.classic.touch_member(group, request.member_id, now_ms)
+        records, response = self.offsets.commit_offset(request, now_ms)
+        return Result(records, response)
+
+    def offset_fetch(self, request: OffsetFetchRequest, pending_from: int | None = None) -> OffsetFetchResponse:
+        """A read. `pending_from` (the log's durable end, when run as a write so that its
+        response waits for the current batch) makes require_stable fetches answer
+        UNSTABLE_OFFSET_COMMIT for commits at or after it."""
+        return self.offsets.fetch(request, pending_from)
+
+    def offset_delete(self, request: OffsetDeleteRequest, now_ms: int) -> Result:
+        records, response = self.offsets.delete_offsets(request)
+        return Result(records, response)
+
+    # ------------------------------------------------------------------ admin
+
+    def delete_groups(self, group_ids, now_ms: int) -> Result:
+        """Result response: a list of DeletableGroupResult, one per id."""
+        records = []
+        results = []
+        for group_id in group_ids:
+            try:
+                raise_if(not group_id, Errors.INVALID_GROUP_ID, "empty group id")
+                group = self.groups.get(group_id)
+                raise_if(group is None, Errors.GROUP_ID_NOT_FOUND, f"group {group_id} not found")
+                group.validate_delete()
+            except KafkaError as e:
+                results.append(DeletableGroupResult(group_id, e.code))
+                continue
+            records.extend(self.offsets.delete_all_offsets(group_id))
+            records.append(group_metadata_tombstone(group_id))
+            results.append(DeletableGroupResult(group_id))
+        return Result(records, results)
+
+    def describe_groups(self, group_ids) -> list[DescribedGroup]:
+        out = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if not group_id:
+                out.append(DescribedGroup(group_id, error_code=Errors.INVALID_GROUP_ID.code))
+            elif group is None:
+                out.append(DescribedGroup(group_id, group_state="Dead"))
+            else:
+                out.append(group.describe())
+        return out
+
+    def list_groups(self, states_filter=(), types_filter=()) -> list[ListedGroup]:
+        states = {s.strip().lower() for s in states_filter}
+        types = {t.strip().lower() for t in types_filter}
+        return [g.as_listed_group() for _, g in sorted(self.groups.items())
+                if (not states or str(g.state).lower() in states) and (not types or g.type in types)]
+
+    # ------------------------------------------------------------------ offset expiry
+
+    def _schedule_expiry(self, now_ms: int) -> None:
+        self.context.timer.schedule(EXPIRE_GROUP_METADATA_KEY, now_ms + self.retention_check_interval_ms,
+                                    self._cleanup_group_metadata)
+
+    def _cleanup_group_metadata(self, now_ms: int) -> Result:
+        """Every offsets.retention.check.interval.ms: tombstones for expired offsets, and for
+        empty groups that have no offsets left (they become Dead)."""
+        records = []
+        for group_id, group in sorted(self.groups.items()):
+            if self.offsets.expire_offsets(group_id, now_ms, records) and group.is_empty():
+                records.append(group_metadata_tombstone(group_id))
+        self._schedule_expiry(now_ms)
+        return Result(records)
