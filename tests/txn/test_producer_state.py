@@ -1,0 +1,222 @@
+"""ProducerStateManager: idempotent duplicates, sequence and epoch checks, transactions,
+the last stable offset and the aborted index, rebuilt from a real partition log."""
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+from runtime.errors import Errors, KafkaError
+from runtime.log import ATTR_CONTROL, ATTR_TRANSACTIONAL, FileLog, LogConfig
+from runtime.topics.data import encode_control, encode_records
+from runtime.topics.producer_state import (AbortedTxn, CompletedTxn, DuplicateBatch, ProducerAppend,
+                                           ProducerStateManager, increment_sequence)
+
+
+class Partition:
+    """What the partition leader does around the manager: validate, append, apply."""
+
+    def __init__(self, directory: str) -> None:
+        self.log = FileLog(directory, LogConfig(segment_bytes=4096, fsync=False), name="t-0")
+        self.state = ProducerStateManager()
+        self.now = 0
+
+    def produce(self, pid: int, epoch: int, seq: int, count: int = 1, txn: bool = False):
+        """Returns (first offset, last offset) acknowledged to the producer."""
+        self.now += 1
+        checked = self.state.validate_append(pid, epoch, seq, count, txn, self.log.end_offset, self.now)
+        if isinstance(checked, DuplicateBatch):
+            return tuple(checked)
+        payload = encode_records([(self.now, None, b"v%d" % i, ()) for i in range(count)])
+        base = self.log.append(payload, count, self.now, attributes=ATTR_TRANSACTIONAL if txn else 0,
+                               producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+        self.log.flush()
+        self.state.apply(checked)
+        return base, base + count - 1
+
+    def marker(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int = 0):
+        self.now += 1
+        self.state.validate_control_marker(pid, epoch, coordinator_epoch)
+        offset = self.log.append(encode_control(commit, coordinator_epoch, self.now), 1, self.now,
+                                 attributes=ATTR_CONTROL | ATTR_TRANSACTIONAL, producer_id=pid, producer_epoch=epoch)
+        self.log.flush()
+        return self.state.apply_control_marker(pid, epoch, commit, offset, coordinator_epoch, self.now)
+
+    @property
+    def hw(self) -> int:
+        return self.log.durable_offset
+
+    def rebuilt(self, snapshot=None) -> ProducerStateManager:
+        return ProducerStateManager.load(self.log.read(0, self.log.end_offset), snapshot)
+
+
+@pytest.fixture
+def p(tmp_path):
+    partition = Partition(str(tmp_path))
+    yield partition
+    partition.log.close()
+
+
+def error_of(fn) -> Errors:
+    with pytest.raises(KafkaError) as e:
+        fn()
+    return e.value.error
+
+
+def test_plain_producers_are_not_tracked(p):
+    assert p.state.validate_append(-1, -1, -1, 3, False, 0) is None
+    assert p.produce(-1, -1, -1, 3) == (0, 2)
+    assert p.state.producers == {} and p.state.last_stable_offset(p.hw) == 3
+    assert error_of(lambda: p.state.validate_append(-1, -1, -1, 1, True, 3)) is Errors.INVALID_REQUEST
+
+
+def test_in_sequence_batches_and_a_retried_batch_is_acknowledged_without_a_second_append(p):
+    assert p.produce(7, 0, 0, 2) == (0, 1)
+    assert p.produce(7, 0, 2, 3) == (2, 4)
+    end = p.log.end_offset
+    assert p.produce(7, 0, 0, 2) == (0, 1)  # a retry of the first batch
+    assert p.produce(7, 0, 2, 3) == (2, 4)
+    assert p.log.end_offset == end
+    assert p.state.validate_append(7, 0, 5, 1, False, end) == ProducerAppend(7, 0, 5, 5, end, end, -1, False)
+
+
+def test_duplicates_are_recognised_among_the_last_five_batches_only(p):
+    for seq in range(6):
+        p.produce(7, 0, seq)
+    assert p.produce(7, 0, 1) == (1, 1)
+    assert error_of(lambda: p.produce(7, 0, 0)) is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_out_of_order_sequences(p):
+    p.produce(7, 0, 0, 2)
+    end = p.log.end_offset
+    assert error_of(lambda: p.produce(7, 0, 3)) is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER  # a gap
+    assert error_of(lambda: p.produce(7, 0, 1)) is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER  # overlaps, not a retry
+    assert error_of(lambda: p.produce(7, 1, 5)) is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER  # new epoch not at 0
+    assert p.log.end_offset == end
+    assert p.produce(7, 1, 0) == (end, end)  # a new epoch starts again at 0
+
+
+def test_unknown_producers_may_start_at_any_sequence(p):
+    assert p.produce(9, 4, 42) == (0, 0)
+    assert p.produce(9, 4, 43) == (1, 1)
+
+
+def test_sequences_wrap_at_int_max(p):
+    top = 2**31 - 1
+    assert increment_sequence(top - 1, 3) == 1
+    p.produce(7, 0, top - 1, 2)
+    assert p.produce(7, 0, 0, 1) == (2, 2)
+
+
+def test_zombie_epochs_are_refused(p):
+    p.produce(7, 3, 0)
+    assert error_of(lambda: p.produce(7, 2, 1)) is Errors.INVALID_PRODUCER_EPOCH
+    assert error_of(lambda: p.marker(7, 2, True)) is Errors.INVALID_PRODUCER_EPOCH
+    assert p.log.end_offset == 1
+
+
+def test_commit_moves_the_lso_and_leaves_no_aborted_range(p):
+    p.produce(1, 0, 0)  # plain, offset 0
+    assert p.produce(7, 0, 0, 2, txn=True) == (1, 2)
+    p.produce(1, 0, 1)  # offset 3
+    assert p.state.first_unstable_offset() == 1
+    assert p.state.last_stable_offset(p.hw) == 1
+    assert p.marker(7, 0, True) == CompletedTxn(7, 1, 4, False)
+    assert p.state.last_stable_offset(p.hw) == 5
+    assert p.state.aborted_ranges(0, 5) == []
+
+
+def test_abort_records_the_range_and_the_oldest_ongoing_transaction_bounds_the_lso(p):
+    p.produce(7, 0, 0, 2, txn=True)  # 0-1
+    p.produce(8, 0, 0, 1, txn=True)  # 2
+    p.produce(7, 0, 2, 1, txn=True)  # 3
+    assert p.state.last_stable_offset(p.hw) == 0
+    assert p.marker(7, 0, False) == CompletedTxn(7, 0, 4, True)  # marker at 4
+    assert p.state.last_stable_offset(p.hw) == 2  # producer 8 is still open
+    assert p.state.last_stable_offset(1) == 1  # never past the high watermark
+    p.marker(8, 0, True)  # 5
+    assert p.state.last_stable_offset(p.hw) == 6
+    assert p.state.aborted_ranges(0, 6) == [AbortedTxn(7, 0, 4)]
+    assert p.state.aborted_ranges(5, 6) == []  # fetching after the abort marker
+    assert p.state.aborted_ranges(4, 6) == [AbortedTxn(7, 0, 4)]
+    p.produce(7, 0, 3, 1, txn=True)  # 6: a new transaction
+    p.marker(7, 0, False)  # 7
+    assert p.state.aborted_ranges(0, 1) == [AbortedTxn(7, 0, 4)]
+    assert p.state.aborted_ranges(5, 8) == [AbortedTxn(7, 6, 7)]
+    assert p.state.aborted_ranges(0, 8) == [AbortedTxn(7, 0, 4), AbortedTxn(7, 6, 7)]
+
+
+def test_a_plain_batch_inside_a_transaction_is_refused(p):
+    p.produce(7, 0, 0, txn=True)
+    assert error_of(lambda: p.produce(7, 0, 1)) is Errors.INVALID_TXN_STATE
+
+
+def test_a_fencing_abort_marker_bumps_the_epoch_and_fences_the_zombie(p):
+    p.produce(7, 0, 0, txn=True)
+    assert p.marker(7, 1, False) == CompletedTxn(7, 0, 1, True)  # the coordinator fenced epoch 0
+    assert error_of(lambda: p.produce(7, 0, 1, txn=True)) is Errors.INVALID_PRODUCER_EPOCH
+    assert p.produce(7, 2, 0, txn=True) == (2, 2)
+
+
+def test_a_retried_marker_completes_nothing(p):
+    p.produce(7, 0, 0, txn=True)
+    p.marker(7, 0, True)
+    assert p.marker(7, 0, True) is None
+    assert p.marker(5, 0, False) is None  # a partition the producer never wrote to
+    assert p.state.aborted_ranges(0, 10) == []
+
+
+def test_markers_from_a_fenced_coordinator_are_refused(p):
+    p.produce(7, 0, 0, txn=True)
+    p.marker(7, 0, True, coordinator_epoch=3)
+    assert error_of(lambda: p.marker(7, 0, False, coordinator_epoch=2)) is Errors.TRANSACTION_COORDINATOR_FENCED
+
+
+def build_history(p):
+    p.produce(-1, -1, -1, 2)
+    p.produce(7, 0, 0, 2, txn=True)
+    p.produce(8, 0, 0, 1, txn=True)
+    p.produce(9, 0, 0, 3)
+    p.marker(7, 0, False)
+    p.produce(7, 0, 2, 1, txn=True)
+    p.marker(8, 0, True)
+
+
+def test_the_state_is_rebuilt_from_the_log(p):
+    build_history(p)
+    rebuilt = p.rebuilt()
+    assert rebuilt == p.state
+    assert rebuilt.last_stable_offset(p.hw) == p.state.last_stable_offset(p.hw) == 9
+    assert rebuilt.aborted_ranges(0, 20) == [AbortedTxn(7, 2, 8)]
+    assert rebuilt.end_offset == p.log.end_offset
+    # The rebuilt state still recognises a retry and checks sequences.
+    assert rebuilt.validate_append(9, 0, 0, 3, False, 99) == DuplicateBatch(5, 7)
+    with pytest.raises(KafkaError):
+        rebuilt.validate_append(9, 0, 7, 1, False, 99)
+
+
+def test_snapshot_is_plain_data_and_loading_continues_after_it(p):
+    p.produce(7, 0, 0, 2, txn=True)
+    p.produce(9, 0, 0, 1)
+    snapshot = msgpack.unpackb(msgpack.packb(p.state.snapshot()), strict_map_key=False)
+    assert ProducerStateManager.from_snapshot(snapshot) == p.state
+    p.marker(7, 0, False)
+    p.produce(9, 0, 1, 1)
+    assert p.rebuilt(snapshot) == p.state == p.rebuilt()
+
+
+def test_idle_producers_expire_but_not_with_an_open_transaction(p):
+    p.produce(7, 0, 0)  # timestamp 1
+    p.produce(8, 0, 0, txn=True)  # timestamp 2
+    assert p.state.remove_expired_producers(1001, expiration_ms=1000) == [7]
+    assert set(p.state.producers) == {8}
+    assert p.produce(7, 0, 5) == (2, 2)  # forgotten: any sequence is accepted again
+
+
+def test_retention_drops_aborted_ranges_below_the_log_start(p):
+    p.produce(7, 0, 0, txn=True)
+    p.marker(7, 0, False)
+    p.produce(7, 0, 1, txn=True)
+    p.marker(7, 0, False)
+    p.state.truncate_aborted_before(2)
+    assert p.state.aborted == [AbortedTxn(7, 2, 3)]
