@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 from runtime.hashing import partition_for
+from runtime.log import ATTR_CONTROL, ATTR_TRANSACTIONAL, FileLog, LogConfig
 from runtime.messages.txn import (AddPartitionsToTxnRequest, AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
                                   EndTxnRequest, InitProducerIdRequest)
 from runtime.testing import ShardHarness
+from runtime.topics.data import encode_control, encode_records
+from runtime.topics.producer_state import DuplicateBatch, ProducerStateManager
 from runtime.txn.coordinator import TransactionCoordinatorShard
 
 ONE_PARTITION = {"transaction.state.log.num.partitions": 1, "offsets.topic.num.partitions": 50}
@@ -65,3 +68,40 @@ def id_for_partition(partition: int, partitions: int) -> str:
     while partition_for(f"tx-{n}", partitions) != partition:
         n += 1
     return f"tx-{n}"
+
+
+class Partition:
+    """What the partition leader does around the manager: validate, append, apply."""
+
+    def __init__(self, directory: str) -> None:
+        self.log = FileLog(directory, LogConfig(segment_bytes=4096, fsync=False), name="t-0")
+        self.state = ProducerStateManager()
+        self.now = 0
+
+    def produce(self, pid: int, epoch: int, seq: int, count: int = 1, txn: bool = False):
+        """Returns (first offset, last offset) acknowledged to the producer."""
+        self.now += 1
+        checked = self.state.validate_append(pid, epoch, seq, count, txn, self.log.end_offset, self.now)
+        if isinstance(checked, DuplicateBatch):
+            return tuple(checked)
+        payload = encode_records([(self.now, None, b"v%d" % i, ()) for i in range(count)])
+        base = self.log.append(payload, count, self.now, attributes=ATTR_TRANSACTIONAL if txn else 0,
+                               producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+        self.log.flush()
+        self.state.apply(checked)
+        return base, base + count - 1
+
+    def marker(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int = 0):
+        self.now += 1
+        self.state.validate_control_marker(pid, epoch, coordinator_epoch)
+        offset = self.log.append(encode_control(commit, coordinator_epoch, self.now), 1, self.now,
+                                 attributes=ATTR_CONTROL | ATTR_TRANSACTIONAL, producer_id=pid, producer_epoch=epoch)
+        self.log.flush()
+        return self.state.apply_control_marker(pid, epoch, commit, offset, coordinator_epoch, self.now)
+
+    @property
+    def hw(self) -> int:
+        return self.log.durable_offset
+
+    def rebuilt(self, snapshot=None) -> ProducerStateManager:
+        return ProducerStateManager.load(self.log.read(0, self.log.end_offset), snapshot)

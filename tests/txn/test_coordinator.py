@@ -12,7 +12,7 @@ from runtime.messages.txn import (AddOffsetsToTxnRequest, AddOffsetsToTxnRespons
                                   EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse)
 from runtime.testing import ShardHarness
 from runtime.txn.coordinator import TransactionCoordinatorShard, TxnMarkers
-from runtime.txn.records import (ProducerIdBlockKey, ProducerIdBlockValue, TransactionLogKey,
+from runtime.txn.records import (ProducerIdBlockKey, ProducerIdBlockValue,
                                  TransactionLogPartitions, TransactionLogValue, transaction_log_record)
 from runtime.txn.state import TransactionState
 
