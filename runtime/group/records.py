@@ -79,3 +79,173 @@ def group_metadata_record(group: str, protocol_type: str, generation: int, proto
 
 def group_metadata_tombstone(group: str) -> Record:
     return Record(GroupMetadataKey(group))
+
+
+# KIP-848 consumer groups
+#
+# Kafka's ConsumerGroup* records, keyed by group (and member). Topics are named, not
+# identified by topic id (the coordinator knows topics as name -> partition count). The
+# group's subscription metadata is the `metadata_hash` of ConsumerGroupMetadataValue, as in
+# Kafka 4.1+, so type 4 (ConsumerGroupPartitionMetadata) is not written.
+
+class ConsumerGroupTopicPartitions(NamedTuple):
+    topic_name: str
+    partitions: tuple[int, ...]
+
+
+class ConsumerGroupMetadataKey(NamedTuple):
+    group_id: str
+
+
+class ConsumerGroupMetadataValue(NamedTuple):
+    epoch: int
+    metadata_hash: int = 0
+
+
+class ConsumerGroupMemberMetadataKey(NamedTuple):
+    group_id: str
+    member_id: str
+
+
+class ConsumerGroupMemberMetadataValue(NamedTuple):
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+
+
+class ConsumerGroupTargetAssignmentMetadataKey(NamedTuple):
+    group_id: str
+
+
+class ConsumerGroupTargetAssignmentMetadataValue(NamedTuple):
+    assignment_epoch: int
+
+
+class ConsumerGroupTargetAssignmentMemberKey(NamedTuple):
+    group_id: str
+    member_id: str
+
+
+class ConsumerGroupTargetAssignmentMemberValue(NamedTuple):
+    topic_partitions: tuple[ConsumerGroupTopicPartitions, ...]
+    __nested__ = {"topic_partitions": [ConsumerGroupTopicPartitions]}
+
+
+class ConsumerGroupCurrentMemberAssignmentKey(NamedTuple):
+    group_id: str
+    member_id: str
+
+
+class ConsumerGroupCurrentMemberAssignmentValue(NamedTuple):
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # MemberState's byte value
+    assigned_partitions: tuple[ConsumerGroupTopicPartitions, ...]
+    partitions_pending_revocation: tuple[ConsumerGroupTopicPartitions, ...]
+    __nested__ = {"assigned_partitions": [ConsumerGroupTopicPartitions],
+                  "partitions_pending_revocation": [ConsumerGroupTopicPartitions]}
+
+
+class ConsumerGroupRegularExpressionKey(NamedTuple):
+    group_id: str
+    regular_expression: str
+
+
+class ConsumerGroupRegularExpressionValue(NamedTuple):
+    topics: tuple[str, ...]  # the topics the expression matched, sorted
+    timestamp: int  # when it was resolved
+
+
+register(3, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue)
+register(5, ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue)
+register(6, ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue)
+register(7, ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue)
+register(8, ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue)
+register(16, ConsumerGroupRegularExpressionKey, ConsumerGroupRegularExpressionValue)
+
+__all__ += [
+    "ConsumerGroupTopicPartitions", "ConsumerGroupMetadataKey", "ConsumerGroupMetadataValue",
+    "ConsumerGroupMemberMetadataKey", "ConsumerGroupMemberMetadataValue",
+    "ConsumerGroupTargetAssignmentMetadataKey", "ConsumerGroupTargetAssignmentMetadataValue",
+    "ConsumerGroupTargetAssignmentMemberKey", "ConsumerGroupTargetAssignmentMemberValue",
+    "ConsumerGroupCurrentMemberAssignmentKey", "ConsumerGroupCurrentMemberAssignmentValue",
+    "ConsumerGroupRegularExpressionKey", "ConsumerGroupRegularExpressionValue",
+]
+
+
+def _topic_partitions(assignment) -> tuple[ConsumerGroupTopicPartitions, ...]:
+    """{topic: partitions} as records hold it: topics and partitions sorted."""
+    return tuple(ConsumerGroupTopicPartitions(t, tuple(sorted(ps))) for t, ps in sorted(assignment.items()) if ps)
+
+
+def consumer_group_epoch_record(group_id: str, epoch: int, metadata_hash: int) -> Record:
+    return Record(ConsumerGroupMetadataKey(group_id), ConsumerGroupMetadataValue(epoch, metadata_hash))
+
+
+def consumer_group_epoch_tombstone(group_id: str) -> Record:
+    return Record(ConsumerGroupMetadataKey(group_id))
+
+
+def consumer_group_member_subscription_record(group_id: str, member) -> Record:
+    return Record(ConsumerGroupMemberMetadataKey(group_id, member.member_id),
+                  ConsumerGroupMemberMetadataValue(member.instance_id, member.rack_id, member.client_id,
+                                                   member.client_host, tuple(sorted(member.subscribed_topic_names)),
+                                                   member.subscribed_topic_regex, member.rebalance_timeout_ms,
+                                                   member.server_assignor))
+
+
+def consumer_group_member_subscription_tombstone(group_id: str, member_id: str) -> Record:
+    return Record(ConsumerGroupMemberMetadataKey(group_id, member_id))
+
+
+def consumer_group_target_assignment_record(group_id: str, member_id: str, assignment) -> Record:
+    return Record(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
+                  ConsumerGroupTargetAssignmentMemberValue(_topic_partitions(assignment)))
+
+
+def consumer_group_target_assignment_tombstone(group_id: str, member_id: str) -> Record:
+    return Record(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id))
+
+
+def consumer_group_target_assignment_epoch_record(group_id: str, epoch: int) -> Record:
+    return Record(ConsumerGroupTargetAssignmentMetadataKey(group_id), ConsumerGroupTargetAssignmentMetadataValue(epoch))
+
+
+def consumer_group_target_assignment_epoch_tombstone(group_id: str) -> Record:
+    return Record(ConsumerGroupTargetAssignmentMetadataKey(group_id))
+
+
+def consumer_group_current_assignment_record(group_id: str, member) -> Record:
+    return Record(ConsumerGroupCurrentMemberAssignmentKey(group_id, member.member_id),
+                  ConsumerGroupCurrentMemberAssignmentValue(
+                      member.member_epoch, member.previous_member_epoch, member.state.value,
+                      _topic_partitions(member.assigned_partitions),
+                      _topic_partitions(member.partitions_pending_revocation)))
+
+
+def consumer_group_current_assignment_tombstone(group_id: str, member_id: str) -> Record:
+    return Record(ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id))
+
+
+def consumer_group_regex_record(group_id: str, regex: str, topics, timestamp: int) -> Record:
+    return Record(ConsumerGroupRegularExpressionKey(group_id, regex),
+                  ConsumerGroupRegularExpressionValue(tuple(sorted(topics)), timestamp))
+
+
+def consumer_group_regex_tombstone(group_id: str, regex: str) -> Record:
+    return Record(ConsumerGroupRegularExpressionKey(group_id, regex))
+
+
+__all__ += [
+    "consumer_group_epoch_record", "consumer_group_epoch_tombstone",
+    "consumer_group_member_subscription_record", "consumer_group_member_subscription_tombstone",
+    "consumer_group_target_assignment_record", "consumer_group_target_assignment_tombstone",
+    "consumer_group_target_assignment_epoch_record", "consumer_group_target_assignment_epoch_tombstone",
+    "consumer_group_current_assignment_record", "consumer_group_current_assignment_tombstone",
+    "consumer_group_regex_record", "consumer_group_regex_tombstone",
+]

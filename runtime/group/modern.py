@@ -1,0 +1,226 @@
+"""The machinery every KIP-848 "modern" group shares (consumer groups now, share groups
+next; Kafka's ModernGroup, TargetAssignmentBuilder and the epoch rules of
+GroupMetadataManager).
+
+Three epochs order a group's changes:
+- the group epoch bumps when a member joins or leaves, when a subscription changes, and
+  when the metadata of the subscribed topics changes (their metadata hash);
+- the assignment epoch is the group epoch the target assignment was computed for; the
+  assignor runs only while the group epoch is ahead of it;
+- a member's epoch is the assignment epoch it has reconciled to.
+
+Hard state lives in the group objects and changes only through the `apply_*` methods that
+the record replay handlers call; everything else here is pure.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+from ..assignors import MemberSubscription
+
+__all__ = ["Assignment", "ModernGroup", "ModernGroupConfig", "metadata_hash", "compute_target_assignment",
+           "frozen_assignment", "session_timeout_key", "rebalance_timeout_key", "assignment_timer_key"]
+
+# {topic: frozenset(partitions)}; a topic with no partitions is left out
+Assignment = dict[str, frozenset]
+EMPTY: Assignment = {}
+
+
+def frozen_assignment(assignment: Mapping[str, Iterable[int]]) -> Assignment:
+    return {t: frozenset(ps) for t, ps in assignment.items() if ps}
+
+
+@dataclass(frozen=True)
+class ModernGroupConfig:
+    """The broker configs of one modern group type, read with Kafka's names under `prefix`
+    ("group.consumer." or "group.share.") and Kafka's defaults."""
+    heartbeat_interval_ms: int = 5000
+    session_timeout_ms: int = 45000
+    max_size: int = 2147483647
+    assignors: tuple[str, ...] = ("uniform", "range")
+    assignment_interval_ms: int = 0
+
+    @classmethod
+    def from_config(cls, config: Mapping, prefix: str, **defaults) -> "ModernGroupConfig":
+        base = cls(**defaults)
+
+        def get(name, default, conv=int):
+            value = config.get(prefix + name)
+            return default if value is None else conv(value)
+
+        def names(value) -> tuple[str, ...]:
+            if isinstance(value, str):
+                value = value.split(",")
+            return tuple(v.strip() for v in value if v.strip())
+
+        return cls(get("heartbeat.interval.ms", base.heartbeat_interval_ms),
+                   get("session.timeout.ms", base.session_timeout_ms),
+                   get("max.size", base.max_size),
+                   get("assignors", base.assignors, names),
+                   get("assignment.interval.ms", base.assignment_interval_ms))
+
+
+def metadata_hash(topic_names: Iterable[str], topics: Mapping[str, int]) -> int:
+    """A hash of the subscribed topics' metadata (name and partition count of those that
+    exist), so that adding partitions or creating or deleting a subscribed topic changes it.
+    Deterministic across processes (unlike Python's hash), 63 bits, 0 for nothing."""
+    present = sorted(t for t in topic_names if t in topics)
+    if not present:
+        return 0
+    h = hashlib.blake2b(digest_size=8)
+    for t in present:
+        h.update(t.encode())
+        h.update(b"\0%d\n" % topics[t])
+    return int.from_bytes(h.digest(), "big") >> 1
+
+
+def session_timeout_key(group_id: str, member_id: str) -> tuple:
+    return ("modern-session", group_id, member_id)
+
+
+def rebalance_timeout_key(group_id: str, member_id: str) -> tuple:
+    return ("modern-rebalance", group_id, member_id)
+
+
+def assignment_timer_key(group_id: str) -> tuple:
+    return ("modern-assignment", group_id)
+
+
+class ModernGroup:
+    """Members, epochs, target assignment and partition ownership of one modern group.
+    Members are immutable objects with `member_id`, `instance_id`, `member_epoch`,
+    `state`, `assigned_partitions` and `partitions_pending_revocation`; which topics a
+    member subscribes to is `subscribed_topics(member)`."""
+
+    type = ""
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.metadata_hash = 0
+        self.members: dict = {}
+        self.static_members: dict[str, str] = {}  # instance id -> member id
+        self.target_assignment: dict[str, Assignment] = {}
+        # (topic, partition) -> the member that owns it (assigned or pending revocation)
+        self.partition_owner: dict[tuple[str, int], str] = {}
+        self.subscribed_topic_counts: dict[str, int] = {}
+        # soft state: when the assignor last ran, for group.*.assignment.interval.ms
+        self.last_assignment_ms: int | None = None
+
+    # ------------------------------------------------------------------ views
+
+    def subscribed_topics(self, member) -> frozenset[str]:
+        raise NotImplementedError
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def has_member(self, member_id: str) -> bool:
+        return member_id in self.members
+
+    def static_member(self, instance_id: str | None):
+        member_id = self.static_members.get(instance_id) if instance_id is not None else None
+        return self.members.get(member_id) if member_id is not None else None
+
+    def owner_of(self, topic: str, partition: int) -> str | None:
+        return self.partition_owner.get((topic, partition))
+
+    def target_of(self, member_id: str, instance_id: str | None = None) -> Assignment:
+        """A member's target; a static member that replaced another under the same instance
+        id inherits the target of the member it replaced."""
+        target = self.target_assignment.get(member_id)
+        if target is None and instance_id is not None:
+            previous = self.static_members.get(instance_id)
+            if previous is not None:
+                target = self.target_assignment.get(previous)
+        return target if target is not None else EMPTY
+
+    def subscribed_topic_counts_with(self, old_member, new_member) -> dict[str, int]:
+        """The group's topic -> subscriber count if `old_member` (or None) became
+        `new_member` (or None)."""
+        counts = dict(self.subscribed_topic_counts)
+        if old_member is not None:
+            for t in self.subscribed_topics(old_member):
+                n = counts.get(t, 0) - 1
+                if n > 0:
+                    counts[t] = n
+                else:
+                    counts.pop(t, None)
+        if new_member is not None:
+            for t in self.subscribed_topics(new_member):
+                counts[t] = counts.get(t, 0) + 1
+        return counts
+
+    def assignment_due(self, now_ms: int, interval_ms: int) -> int | None:
+        """None if the assignor may run now, else when it may next run."""
+        if interval_ms <= 0 or self.last_assignment_ms is None:
+            return None
+        due = self.last_assignment_ms + interval_ms
+        return None if now_ms >= due else due
+
+    # ------------------------------------------------------------------ replay (hard state)
+
+    def apply_member(self, member) -> None:
+        """Add or update a member's subscription (its assignment fields are kept)."""
+        old = self.members.get(member.member_id)
+        self.subscribed_topic_counts = self.subscribed_topic_counts_with(old, member)
+        if old is not None and old.instance_id is not None and old.instance_id != member.instance_id:
+            self.static_members.pop(old.instance_id, None)
+        if member.instance_id is not None:
+            self.static_members[member.instance_id] = member.member_id
+        self.members[member.member_id] = member
+
+    def apply_member_removed(self, member_id: str) -> None:
+        old = self.members.pop(member_id, None)
+        if old is None:
+            return
+        self.subscribed_topic_counts = self.subscribed_topic_counts_with(old, None)
+        if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
+            del self.static_members[old.instance_id]
+        self._release(old)
+
+    def apply_current_assignment(self, member) -> None:
+        """A member's new epoch, state and assignment; moves partition ownership. Raises if a
+        partition would have two owners, the invariant everything else protects."""
+        old = self.members.get(member.member_id)
+        if old is not None:
+            self._release(old)
+        for topic, partitions in _owned(member):
+            for p in partitions:
+                holder = self.partition_owner.setdefault((topic, p), member.member_id)
+                if holder != member.member_id:
+                    raise ValueError(f"group {self.group_id}: {topic}-{p} is owned by {holder}, "
+                                     f"cannot also be owned by {member.member_id}")
+        self.members[member.member_id] = member
+
+    def _release(self, member) -> None:
+        owners = self.partition_owner
+        for topic, partitions in _owned(member):
+            for p in partitions:
+                if owners.get((topic, p)) == member.member_id:
+                    del owners[(topic, p)]
+
+
+def _owned(member):
+    yield from member.assigned_partitions.items()
+    yield from member.partitions_pending_revocation.items()
+
+
+def compute_target_assignment(assign: Callable, group: ModernGroup, members: Mapping[str, object],
+                              topics: Mapping[str, int], inherited: Mapping[str, str] | None = None,
+                              ) -> dict[str, Assignment]:
+    """Run the assignor over `members` (member id -> member, the group's members as this
+    operation sees them). Each member's current target is its "owned" input, for
+    stickiness; `inherited` maps a member id to the member whose target it takes over (a
+    static member that replaced another)."""
+    inherited = inherited or {}
+    subscribed = {}
+    for member_id, member in members.items():
+        owned = group.target_assignment.get(inherited.get(member_id, member_id), EMPTY)
+        subscribed[member_id] = MemberSubscription(group.subscribed_topics(member), owned,
+                                                   member.rack_id, member.instance_id)
+    result = assign(subscribed, topics) if subscribed else {}
+    return {m: frozen_assignment(result.get(m, {})) for m in members}
