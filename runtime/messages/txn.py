@@ -1,5 +1,6 @@
 """Transaction coordinator messages: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
-EndTxn, DescribeTransactions and ListTransactions, as of Kafka 4.x.
+EndTxn, DescribeTransactions and ListTransactions, as of Kafka 4.x, and WriteTxnMarkers, which
+the coordinator sends to partition leaders.
 
 Kafka's DescribeTransactions and ListTransactions responses both name a nested struct
 `TransactionState`, and DescribeTransactions has a `TopicData`; they would collide in the flat
@@ -20,6 +21,9 @@ __all__ = [
     "DescribeTransactionsRequest", "DescribeTransactionsTopicData", "DescribeTransactionsTransactionState",
     "DescribeTransactionsResponse",
     "ListTransactionsRequest", "ListTransactionsTransactionState", "ListTransactionsResponse",
+    "WritableTxnMarkerTopic", "WritableTxnMarker", "WriteTxnMarkersRequest",
+    "WritableTxnMarkerPartitionResult", "WritableTxnMarkerTopicResult", "WritableTxnMarkerResult",
+    "WriteTxnMarkersResponse",
 ]
 
 
@@ -164,3 +168,46 @@ class ListTransactionsResponse:
     unknown_state_filters: tuple[str, ...] = ()
     transaction_states: tuple[ListTransactionsTransactionState, ...] = ()
     throttle_time_ms: int = 0
+
+
+@dataclass(frozen=True)
+class WritableTxnMarkerTopic:
+    name: str
+    partition_indexes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class WritableTxnMarker:
+    producer_id: int
+    producer_epoch: int
+    transaction_result: bool  # True: commit, False: abort
+    topics: tuple[WritableTxnMarkerTopic, ...] = ()
+    coordinator_epoch: int = 0
+
+
+@dataclass(frozen=True)
+class WriteTxnMarkersRequest:
+    markers: tuple[WritableTxnMarker, ...] = ()
+
+
+@dataclass(frozen=True)
+class WritableTxnMarkerPartitionResult:
+    partition_index: int
+    error_code: int = 0
+
+
+@dataclass(frozen=True)
+class WritableTxnMarkerTopicResult:
+    name: str
+    partitions: tuple[WritableTxnMarkerPartitionResult, ...] = ()
+
+
+@dataclass(frozen=True)
+class WritableTxnMarkerResult:
+    producer_id: int
+    topics: tuple[WritableTxnMarkerTopicResult, ...] = ()
+
+
+@dataclass(frozen=True)
+class WriteTxnMarkersResponse:
+    markers: tuple[WritableTxnMarkerResult, ...] = ()

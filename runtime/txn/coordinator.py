@@ -27,7 +27,8 @@ from ..messages.txn import (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, Add
                             DescribeTransactionsRequest, DescribeTransactionsResponse, DescribeTransactionsTopicData,
                             DescribeTransactionsTransactionState, EndTxnRequest, EndTxnResponse,
                             InitProducerIdRequest, InitProducerIdResponse, ListTransactionsRequest,
-                            ListTransactionsResponse, ListTransactionsTransactionState)
+                            ListTransactionsResponse, ListTransactionsTransactionState, WritableTxnMarker,
+                            WritableTxnMarkerTopic, WriteTxnMarkersRequest)
 from .records import (ProducerIdBlockKey, TransactionLogKey, producer_id_block_record, transaction_log_record,
                       transaction_log_tombstone)
 from .state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionMetadata, TransactionState, is_epoch_exhausted
@@ -61,6 +62,13 @@ class TxnMarkers(NamedTuple):
     producer_epoch: int
     commit: bool
     partitions: tuple  # of (topic, partition), sorted
+
+    def requests_by_partition(self) -> dict[tuple[str, int], WriteTxnMarkersRequest]:
+        """One WriteTxnMarkers request for each partition leader of the transaction."""
+        return {(topic, partition): WriteTxnMarkersRequest((WritableTxnMarker(
+                    self.producer_id, self.producer_epoch, self.commit,
+                    (WritableTxnMarkerTopic(topic, (partition,)),)),))
+                for topic, partition in self.partitions}
 
 
 _PREPARE = (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT)

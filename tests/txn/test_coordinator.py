@@ -9,7 +9,8 @@ from runtime.coordinator import Result
 from runtime.errors import Errors, KafkaError
 from runtime.messages.txn import (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnPartitionResult,
                                   AddPartitionsToTxnResponse, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
-                                  EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse)
+                                  EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse,
+                                  WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest)
 from runtime.testing import ShardHarness
 from runtime.txn.coordinator import TransactionCoordinatorShard, TxnMarkers
 from runtime.txn.records import (ProducerIdBlockKey, ProducerIdBlockValue,
@@ -321,3 +322,12 @@ def test_a_restarted_coordinator_finishes_the_markers(tmp_path, commit):
     after = state_of(h)
     h.reload()
     assert state_of(h) == after and h.read(lambda s: s.pending_markers()) == []
+
+
+def test_markers_become_one_write_txn_markers_request_per_partition():
+    markers = TxnMarkers("tx", 4, 2, True, (T0, ("__consumer_offsets", 27)))
+    assert markers.requests_by_partition() == {
+        T0: WriteTxnMarkersRequest((WritableTxnMarker(4, 2, True, (WritableTxnMarkerTopic("orders", (0,)),)),)),
+        ("__consumer_offsets", 27): WriteTxnMarkersRequest((WritableTxnMarker(
+            4, 2, True, (WritableTxnMarkerTopic("__consumer_offsets", (27,)),)),)),
+    }
