@@ -103,11 +103,15 @@ class TransactionCoordinatorShard:
                 self.transactions[key.transactional_id] = TransactionMetadata.from_value(key.transactional_id,
                                                                                          record.value)
         elif isinstance(key, ProducerIdBlockKey):
+            # The operation that wrote the block handed out its first id.
             self.last_block_start = record.value.block_start
+            self._next_producer_id = record.value.block_start + 1
+            self._block_end = record.value.block_start + record.value.block_size
         else:
             raise ValueError(f"the transaction coordinator does not replay {type(key).__name__}")
 
     def on_loaded(self, now_ms: int) -> None:
+        self._next_producer_id = None  # see __init__: the newest block may be partly used
         self._schedule_abort(now_ms + self.abort_interval_ms)
         self._schedule_expiry(now_ms + self.expire_interval_ms)
 
@@ -125,7 +129,10 @@ class TransactionCoordinatorShard:
 
     def _allocate_producer_id(self) -> tuple[int, list[Record]]:
         """The next producer id, and the ProducerIdBlock record when a new block is needed.
-        Blocks are striped over the coordinator partitions so that they never overlap."""
+        Blocks are striped over the coordinator partitions so that they never overlap. An id
+        taken from the current block is used up even if the operation fails later (a gap is
+        harmless); a new block is used only once its record is replayed, so an operation may
+        allocate at most one id."""
         if self._next_producer_id is not None and self._next_producer_id < self._block_end:
             producer_id = self._next_producer_id
             self._next_producer_id += 1
@@ -133,7 +140,6 @@ class TransactionCoordinatorShard:
         index = 0 if self.last_block_start is None else \
             self.last_block_start // PRODUCER_ID_BLOCK_SIZE // self.num_partitions + 1
         start = (index * self.num_partitions + self.context.partition) * PRODUCER_ID_BLOCK_SIZE
-        self._next_producer_id, self._block_end = start + 1, start + PRODUCER_ID_BLOCK_SIZE
         return start, [producer_id_block_record(self.context.partition, start, PRODUCER_ID_BLOCK_SIZE)]
 
     def _existing(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TransactionMetadata:
