@@ -90,9 +90,10 @@ def assignment_timer_key(group_id: str) -> tuple:
 
 class ModernGroup:
     """Members, epochs, target assignment and partition ownership of one modern group.
-    Members are immutable objects with `member_id`, `instance_id`, `member_epoch`,
-    `state`, `assigned_partitions` and `partitions_pending_revocation`; which topics a
-    member subscribes to is `subscribed_topics(member)`."""
+    Members are immutable objects with `member_id`, `instance_id`, `rack_id`,
+    `subscribed_topic_names`, `member_epoch`, `state`, `assigned_partitions` and
+    `partitions_pending_revocation`; which topics a member subscribes to in all is
+    `subscribed_topics(member)` (a consumer group adds what its regex matches)."""
 
     type = ""
 
@@ -113,7 +114,7 @@ class ModernGroup:
     # ------------------------------------------------------------------ views
 
     def subscribed_topics(self, member) -> frozenset[str]:
-        raise NotImplementedError
+        return member.subscribed_topic_names
 
     def is_empty(self) -> bool:
         return not self.members
@@ -139,18 +140,18 @@ class ModernGroup:
         return target if target is not None else EMPTY
 
     def subscribed_topic_counts_with(self, old_member, new_member) -> dict[str, int]:
-        """The group's topic -> subscriber count if `old_member` (or None) became
-        `new_member` (or None)."""
+        """The group's topic name -> count of members subscribing to it by name, if
+        `old_member` (or None) became `new_member` (or None)."""
         counts = dict(self.subscribed_topic_counts)
         if old_member is not None:
-            for t in self.subscribed_topics(old_member):
+            for t in old_member.subscribed_topic_names:
                 n = counts.get(t, 0) - 1
                 if n > 0:
                     counts[t] = n
                 else:
                     counts.pop(t, None)
         if new_member is not None:
-            for t in self.subscribed_topics(new_member):
+            for t in new_member.subscribed_topic_names:
                 counts[t] = counts.get(t, 0) + 1
         return counts
 
