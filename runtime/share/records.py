@@ -14,7 +14,7 @@ from ..codec import Record, register
 __all__ = [
     "RecordState", "PersisterStateBatch",
     "ShareSnapshotKey", "ShareSnapshotValue", "ShareUpdateKey", "ShareUpdateValue",
-    "share_snapshot_record", "share_update_record", "share_state_tombstone",
+    "share_snapshot_record", "share_update_record", "share_state_tombstones",
 ]
 
 
@@ -81,8 +81,8 @@ def share_update_record(group_id: str, topic_id: str, partition: int,
     return Record(ShareUpdateKey(group_id, topic_id, partition), value)
 
 
-def share_state_tombstone(group_id: str, topic_id: str, partition: int) -> Record:
-    """Deleting a share partition's state tombstones its snapshot key, as Kafka does: the
-    updates before it fall to delta compaction, which keeps only what follows the newest
-    record of the snapshot type."""
-    return Record(ShareSnapshotKey(group_id, topic_id, partition))
+def share_state_tombstones(group_id: str, topic_id: str, partition: int) -> list[Record]:
+    """The records that delete a share partition's state: a tombstone of its snapshot key, as
+    in Kafka. The updates before it fall to delta compaction, which keeps only what follows
+    the newest record of the snapshot type."""
+    return [Record(ShareSnapshotKey(group_id, topic_id, partition))]
