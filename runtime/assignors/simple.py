@@ -105,11 +105,12 @@ def _share(partitions: list[TopicPartition], ids: list[str], members, topics) ->
                 held[m].discard(tp)
                 sharers[tp].remove(m)
 
-    # Overshared partitions are given up by the members holding the most.
+    # Overshared partitions are given up by the members holding the fewest: such a member
+    # has the most partitions it could take instead, so the refill below can top it up.
     for tp in partitions:
         excess = len(sharers[tp]) - sharing
         if excess > 0:
-            for m in sorted(sharers[tp], key=lambda m: (-len(held[m]), m))[:excess]:
+            for m in sorted(sharers[tp], key=lambda m: (len(held[m]), m))[:excess]:
                 held[m].discard(tp)
                 sharers[tp].remove(m)
 

@@ -58,20 +58,28 @@ def _matches(racks, rack, topic, partition) -> bool:
     return not replica_racks or rack in replica_racks
 
 
-def _dedupe_claims(ids, members, topic, count):
-    """Each member's still-valid partitions of `topic`; a partition claimed by two members
-    stays with the first in member order (a target assignment never has such claims, but
-    the assignor must not hand one partition out twice if it is given one)."""
-    claimed: set[int] = set()
-    kept = {}
+def _claims(ids, members, topics):
+    """Each member's still-valid partitions of the existing topics it subscribes to, as
+    {member: {topic: partitions}}, and every claimed partition per topic. A partition
+    claimed by two members stays with the first in member order (a target assignment never
+    has such claims, but the assignor must not hand one partition out twice if given one)."""
+    claimed: dict[str, set[int]] = {}
+    kept: dict[str, dict[str, frozenset[int]]] = {}
     for m in ids:
-        mine = valid_owned(members[m], topic, count)
-        if not mine:
-            continue
-        if not claimed.isdisjoint(mine):
-            mine = frozenset(mine) - claimed
-        claimed.update(mine)
-        kept[m] = mine
+        sub = members[m]
+        mine = {}
+        for t in sorted(sub.owned):
+            if t not in topics or t not in sub.topics:
+                continue
+            parts = valid_owned(sub, t, topics[t])
+            seen = claimed.setdefault(t, set())
+            if not seen.isdisjoint(parts):
+                parts = frozenset(parts) - seen
+            if parts:
+                seen.update(parts)
+                mine[t] = parts
+        if mine:
+            kept[m] = mine
     return kept, claimed
 
 
@@ -82,55 +90,53 @@ def _homogeneous(ids, members, topics, racks) -> Assignment:
     if total == 0:
         return result
 
-    # Current holdings, split into what may stay and what rack alignment wants moved.
-    holdings: dict[str, list[tuple[str, list[int]]]] = {m: [] for m in ids}
-    held_count = dict.fromkeys(ids, 0)
+    # Current holdings, less what rack alignment wants moved.
+    kept, claimed = _claims(ids, members, topics)
     misplaced: dict[tuple[str, int], str] = {}
-    for t in sub_topics:
-        kept, _ = _dedupe_claims(ids, members, t, topics[t])
-        for m, parts in kept.items():
+    if racks is not None:
+        for m, mine in kept.items():
             rack = members[m].rack
-            if racks is not None and rack:
-                stay = []
-                for p in parts:
-                    if _matches(racks, rack, t, p):
-                        stay.append(p)
-                    else:
-                        misplaced[(t, p)] = m
-                parts = stay
-            if parts:
-                holdings[m].append((t, sorted(parts)))
-                held_count[m] += len(parts)
+            if rack:
+                for t, parts in list(mine.items()):
+                    away = [p for p in parts if not _matches(racks, rack, t, p)]
+                    if away:
+                        misplaced.update(((t, p), m) for p in away)
+                        mine[t] = frozenset(parts).difference(away)
 
     # Quotas: everyone gets `min_quota`, and `extra` members one more. The extra slots go
     # first to members already holding more than the minimum, so that no partition is taken
     # from one member only to fill another's extra slot.
     min_quota, extra = divmod(total, len(ids))
-    quota = dict.fromkeys(ids, min_quota)
-    for m in sorted(ids, key=lambda m: held_count[m] <= min_quota):
-        if extra == 0:
-            break
-        quota[m] += 1
-        extra -= 1
+    held_count = {m: sum(map(len, mine.values())) for m, mine in kept.items()}
+    big = [m for m in ids if held_count.get(m, 0) > min_quota]
+    extra_slot = set(big[:extra])
+    if len(extra_slot) < extra:
+        extra_slot.update([m for m in ids if m not in extra_slot][: extra - len(extra_slot)])
 
-    taken: dict[str, set[int]] = {t: set() for t in sub_topics}
+    # Keep holdings up to the quota; what does not fit goes back to the pool.
+    released: set[tuple[str, int]] = set(misplaced)
     room: dict[str, int] = {}
     for m in ids:
-        left = quota[m]
-        for t, parts in holdings[m]:
-            keep = parts if len(parts) <= left else parts[:left]
-            if keep:
-                result[m][t] = set(keep)
-                taken[t].update(keep)
-                left -= len(keep)
+        left = min_quota + (m in extra_slot)
+        for t, parts in kept.get(m, {}).items():
+            if len(parts) > left:
+                ordered = sorted(parts)
+                released.update((t, p) for p in ordered[left:])
+                parts = ordered[:left]
+            if parts:
+                result[m][t] = set(parts)
+                left -= len(parts)
         if left:
             room[m] = left
+    taken = {t: claimed.get(t, set()) for t in sub_topics}
+    for t, p in released:
+        taken[t].discard(p)
 
     if racks is not None:
         _assign_rack_aligned(ids, members, topics, sub_topics, racks, result, taken, room, misplaced)
 
     # Whatever remains goes to the members with room, in member order.
-    feed = _Feeder([(t, [p for p in range(topics[t]) if p not in taken[t]]) for t in sub_topics])
+    feed = _Feeder([(t, sorted(set(range(topics[t])).difference(taken[t]))) for t in sub_topics])
     for m in ids:
         if m in room:
             for t, parts in feed.take(room[m]):
@@ -207,12 +213,11 @@ def _heterogeneous(ids, members, topics, racks) -> Assignment:
             subscribers[t].append(index[m])
     load = [0] * len(ids)
     # held[t][i]: the partitions of t that member i holds; taken[t]: all held ones.
-    held: dict[str, dict[int, set[int]]] = {}
-    taken: dict[str, set[int]] = {}
-    for t, subs in subscribers.items():
-        kept, taken[t] = _dedupe_claims([ids[i] for i in subs], members, t, topics[t])
-        held[t] = defaultdict(set)
-        for m, parts in kept.items():
+    held: dict[str, dict[int, set[int]]] = {t: defaultdict(set) for t in subscribers}
+    kept, claimed = _claims(ids, members, topics)
+    taken = {t: claimed.get(t, set()) for t in subscribers}
+    for m, mine in kept.items():
+        for t, parts in mine.items():
             held[t][index[m]].update(parts)
             load[index[m]] += len(parts)
 

@@ -211,7 +211,7 @@ def groups(draw):
     return members, topics
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(groups(), st.booleans())
 def test_property_exclusive_complete_and_stable(case, same_subscriptions):
     members, topics = case
