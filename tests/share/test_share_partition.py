@@ -547,3 +547,15 @@ def test_reloading_the_written_state_gives_the_same_state():
     assert reloaded.record_states() == sp.record_states()
     assert (reloaded.start_offset, reloaded.end_offset, reloaded.next_fetch_offset()) == (
         sp.start_offset, sp.end_offset, sp.next_fetch_offset())
+
+
+def test_offsets_released_by_a_pending_write_are_skipped_inside_a_tracked_batch():
+    sp = make()
+    sp.acquire("m1", [(0, 9)], 100, 0)
+    ack(sp, "m1", AB(0, 0, RELEASE))  # 0 is available again, the batch is tracked per offset
+    pending = sp.acknowledge("m1", [AB(1, 2, RELEASE)], 10)
+    got = sp.acquire("m2", [(0, 9)], 100, 20)
+    assert got.acquired_records == (AcquiredRecords(0, 0, 2),)
+    sp.commit(pending)
+    assert sp.next_fetch_offset() == 1
+    assert sp.acquire("m3", [(0, 9)], 100, 30).acquired_records == (AcquiredRecords(1, 2, 2),)
