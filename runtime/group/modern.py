@@ -210,18 +210,14 @@ def _owned(member):
     yield from member.partitions_pending_revocation.items()
 
 
-def compute_target_assignment(assign: Callable, group: ModernGroup, members: Mapping[str, object],
-                              topics: Mapping[str, int], inherited: Mapping[str, str] | None = None,
-                              ) -> dict[str, Assignment]:
-    """Run the assignor over `members` (member id -> member, the group's members as this
-    operation sees them). Each member's current target is its "owned" input, for
-    stickiness; `inherited` maps a member id to the member whose target it takes over (a
-    static member that replaced another)."""
-    inherited = inherited or {}
-    subscribed = {}
-    for member_id, member in members.items():
-        owned = group.target_assignment.get(inherited.get(member_id, member_id), EMPTY)
-        subscribed[member_id] = MemberSubscription(group.subscribed_topics(member), owned,
-                                                   member.rack_id, member.instance_id)
-    result = assign(subscribed, topics) if subscribed else {}
+def compute_target_assignment(assign: Callable, members: Mapping[str, object],
+                              topics_of: Callable[[object], frozenset], owned_of: Callable[[str], Assignment],
+                              topics: Mapping[str, int]) -> dict[str, Assignment]:
+    """Run the assignor over `members` (member id -> member, the group's members as the
+    operation sees them). `topics_of(member)` is what a member subscribes to;
+    `owned_of(member_id)` its current target, the assignor's input for stickiness."""
+    subscriptions = {member_id: MemberSubscription(topics_of(member), owned_of(member_id), member.rack_id,
+                                                   member.instance_id)
+                     for member_id, member in members.items()}
+    result = assign(subscriptions, topics) if subscriptions else {}
     return {m: frozen_assignment(result.get(m, {})) for m in members}
