@@ -28,8 +28,9 @@ RECORD_MODULES = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
+    """A coordinator record. A NamedTuple rather than a dataclass because loading builds
+    millions of them and a tuple is several times cheaper to construct."""
     key: Any  # a registered key NamedTuple
     value: Any = None  # a registered value NamedTuple, or None for a tombstone
 
@@ -56,10 +57,12 @@ class RecordType:
     snapshot_of: int | None
     decode_key: Callable[[tuple], Any]
     decode_value: Callable[[tuple], Any]
+    decode: Callable[[tuple, tuple | None], Record]  # (key fields, value fields) -> Record
 
 
 _BY_ID: dict[int, RecordType] = {}
 _BY_KEY_CLASS: dict[type, RecordType] = {}
+_DECODE: dict[int, Callable[[tuple, tuple | None], Record]] = {}
 _loaded = False
 
 
@@ -104,6 +107,31 @@ def _decoder(cls: type, nested: dict[str, Any]) -> Callable[[tuple], Any]:
     return decode_nested
 
 
+def _record_decoder(key_class: type, value_class: type) -> Callable[[tuple, tuple | None], Record]:
+    """(key fields, value fields or None) -> Record. Loading calls this once per record,
+    so flat types of the current shape take a path of three tuple constructions."""
+    decode_key = _decoder(key_class, getattr(key_class, "__nested__", {}))
+    decode_value = _decoder(value_class, getattr(value_class, "__nested__", {}))
+
+    def general(key: tuple, value: tuple | None) -> Record:
+        return Record(decode_key(key), None if value is None else decode_value(value))
+
+    if getattr(key_class, "__nested__", None) or getattr(value_class, "__nested__", None):
+        return general
+    nk, nv = len(key_class._fields), len(value_class._fields)
+    new = tuple.__new__
+
+    def flat(key: tuple, value: tuple | None) -> Record:
+        if value is None:
+            if len(key) == nk:
+                return new(Record, (new(key_class, key), None))
+        elif len(key) == nk and len(value) == nv:
+            return new(Record, (new(key_class, key), new(value_class, value)))
+        return general(key, value)
+
+    return flat
+
+
 def register(type_id: int, key_class: type, value_class: type, *, version: int = 0,
              compaction: str = "latest", snapshot_of: int | None = None) -> RecordType:
     """Register a record type. Nested NamedTuple fields are declared on the class as
@@ -116,8 +144,10 @@ def register(type_id: int, key_class: type, value_class: type, *, version: int =
     name = key_class.__name__.removesuffix("Key")
     rt = RecordType(type_id, name, key_class, value_class, version, compaction, snapshot_of,
                     _decoder(key_class, getattr(key_class, "__nested__", {})),
-                    _decoder(value_class, getattr(value_class, "__nested__", {})))
+                    _decoder(value_class, getattr(value_class, "__nested__", {})),
+                    _record_decoder(key_class, value_class))
     _BY_ID[type_id] = rt
+    _DECODE[type_id] = rt.decode
     _BY_KEY_CLASS[key_class] = rt
     return rt
 
@@ -169,20 +199,29 @@ def decode_entries(entries: tuple, base_offset: int, log: str | None = None) -> 
     """Decode one batch's entries (already unpacked) into Records; the i-th entry is at
     offset base_offset + i. Errors name the log and the offset."""
     load_record_types()
-    by_id = _BY_ID
+    if not isinstance(entries, tuple):
+        raise CorruptRecordError("batch payload is not a list", log=log, offset=base_offset)
+    decoders = _DECODE
+    try:
+        return [decoders[type_id](key, value) for type_id, _version, key, value in entries]
+    except Exception:
+        # Find the bad entry again, one at a time, to say where and what it is.
+        return _decode_entries_checked(entries, base_offset, log)
+
+
+def _decode_entries_checked(entries: tuple, base_offset: int, log: str | None) -> list[Record]:
     out = []
-    append = out.append
     for i, entry in enumerate(entries):
         try:
             type_id, _version, key, value = entry
-            rt = by_id[type_id]
+            rt = _BY_ID[type_id]
         except KeyError:
             raise CorruptRecordError(f"unknown record type {entry[0]}", log=log, offset=base_offset + i) from None
         except (TypeError, ValueError):
             raise CorruptRecordError("malformed record", log=log, offset=base_offset + i) from None
         try:
-            append(Record(rt.decode_key(key), None if value is None else rt.decode_value(value)))
-        except (TypeError, ValueError, AttributeError) as e:
+            out.append(rt.decode(key, value))
+        except Exception as e:
             raise CorruptRecordError(f"corrupt {rt.name} record: {e}", log=log, offset=base_offset + i) from None
     return out
 
@@ -192,8 +231,6 @@ def decode_records(payload: bytes, base_offset: int, log: str | None = None) -> 
         entries = unpack(payload)
     except Exception as e:  # msgpack raises several unrelated types for bad bytes
         raise CorruptRecordError(f"undecodable batch: {e}", log=log, offset=base_offset) from None
-    if not isinstance(entries, tuple):
-        raise CorruptRecordError("batch payload is not a list", log=log, offset=base_offset)
     return decode_entries(entries, base_offset, log)
 
 

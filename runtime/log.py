@@ -32,6 +32,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterator
 
+import msgpack
+
 from .errors import CorruptRecordError
 
 BATCH_HEADER = struct.Struct(">IIqqiHqhi")
@@ -115,10 +117,12 @@ def _parse_batch(buf: bytes | memoryview, pos: int) -> Batch:
     return Batch(base, ts, count, attrs, pid, pepoch, bseq, bytes(buf[pos + HEADER_SIZE:end]), end - pos)
 
 
-def scan_batches(data: bytes, *, strict: bool, name: str = "") -> tuple[list[Batch], int]:
+def scan_batches(data: bytes, *, strict: bool, name: str = "",
+                 base_offset: int | None = None) -> tuple[list[Batch], int]:
     """Parse the whole batches in ``data``. Returns (batches, bytes consumed). With
-    ``strict`` a bad batch raises CorruptRecordError naming the segment and offset; without
-    it, parsing stops there (a torn tail)."""
+    ``strict`` a bad batch raises CorruptRecordError naming the segment and the offset where
+    it should start (``base_offset`` is that of the first batch in ``data``); without it,
+    parsing stops there (a torn tail)."""
     batches = []
     pos = 0
     mv = memoryview(data)
@@ -127,7 +131,7 @@ def scan_batches(data: bytes, *, strict: bool, name: str = "") -> tuple[list[Bat
             b = _parse_batch(mv, pos)
         except _TornTail as e:
             if strict:
-                after = batches[-1].next_offset if batches else None
+                after = batches[-1].next_offset if batches else base_offset
                 raise CorruptRecordError(f"corrupt batch at byte {pos} of segment {name}: {e}",
                                          log=name, offset=after) from None
             break
@@ -358,6 +362,11 @@ class FileLog:
         return self.manifest.segments[-1]
 
     @property
+    def failed(self) -> bool:
+        """The writer could not cut back a failed write: it refuses to go on until reopened."""
+        return self._failed is not None
+
+    @property
     def log_start_offset(self) -> int:
         return self.manifest.log_start_offset
 
@@ -376,7 +385,12 @@ class FileLog:
         base = self.end_offset
         data = encode_batch(base, payload, count, timestamp, attributes, producer_id, producer_epoch, base_sequence)
         if self._active_size > 0 and self._active_size + len(data) > self.config.segment_bytes:
-            self.roll()
+            try:
+                self.roll()
+            except LogWriteError:
+                raise
+            except OSError as e:
+                raise LogWriteError(e.errno or errno.EIO, f"roll of {self.name} failed: {e}") from e
         pos = self._active_size
         try:
             written = 0
@@ -414,12 +428,12 @@ class FileLog:
         if offset >= self.end_offset:
             return
         for i, (base, pos) in enumerate(self._active_index):
-            if base >= offset:
+            if base == offset:
                 self._cut_back(pos, None)
                 del self._active_index[i:]
                 break
         else:
-            raise ValueError(f"offset {offset} is not in the active segment of {self.name}")
+            raise ValueError(f"offset {offset} does not start a batch in the active segment of {self.name}")
         self.end_offset = offset
         self.durable_offset = min(self.durable_offset, offset)
 
@@ -435,10 +449,9 @@ class FileLog:
     def roll(self) -> None:
         """Close the active segment and start a new one at ``end_offset``."""
         self._raise_if_failed()
-        if self.durable_offset != self.end_offset:
-            self.flush()
-        else:
-            os.fsync(self._fd)
+        # A closed segment is never written again: make it whole on disk whatever the policy.
+        self.flush()
+        os.fsync(self._fd)
         new = SegmentInfo(segment_file_name(self.end_offset), self.end_offset)
         fd = os.open(os.path.join(self.directory, new.file), os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         closing = self.active_segment
@@ -514,7 +527,7 @@ class FileLog:
         cached = self._index.get(seg.file)
         if cached is None:
             with open(os.path.join(self.directory, seg.file), "rb") as f:
-                batches, _ = scan_batches(f.read(), strict=True, name=seg.file)
+                batches, _ = scan_batches(f.read(), strict=True, name=seg.file, base_offset=seg.base_offset)
             pos = 0
             cached = []
             for b in batches:
@@ -549,7 +562,7 @@ class FileLog:
                     with open(os.path.join(self.directory, segments[i].file), "rb") as f:
                         f.seek(start)
                         data = f.read(stop - start)
-                batches, _ = scan_batches(data, strict=True, name=segments[i].file)
+                batches, _ = scan_batches(data, strict=True, name=segments[i].file, base_offset=idx[j][0])
                 out.extend(b for b in batches if b.last_offset >= from_offset)
             if k < len(idx):  # stopped by upto or by the byte budget
                 break
@@ -604,7 +617,7 @@ def _read_segments(directory: str, manifest: Manifest, from_offset: int, upto: i
         is_active = i == len(segments) - 1
         with open(os.path.join(directory, seg.file), "rb") as f:
             data = f.read()
-        batches, _ = scan_batches(data, strict=not is_active, name=seg.file)
+        batches, _ = scan_batches(data, strict=not is_active, name=seg.file, base_offset=seg.base_offset)
         for b in batches:
             if b.last_offset < from_offset:
                 continue
@@ -637,7 +650,6 @@ def compaction_lock(directory: str) -> _FileLock:
 
 def encode_compacted_payload(offset_deltas: list[int], entries: list) -> bytes:
     """The payload of an ATTR_COMPACTED batch."""
-    import msgpack
     return msgpack.packb([offset_deltas, entries], use_bin_type=True)
 
 

@@ -7,18 +7,19 @@ already scheduled replaces it; a cancelled or replaced timer never fires. The ow
 from __future__ import annotations
 
 import heapq
-import itertools
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 
 class CoordinatorTimer:
     def __init__(self) -> None:
         self._timers: dict[str, tuple[int, int, Callable[[int], Any]]] = {}
         self._heap: list[tuple[int, int, str]] = []
-        self._seq = itertools.count()
+        # Never reset, not even by clear(): a stale heap entry must never match a live timer.
+        self._seq = 0
 
     def schedule(self, key: str, deadline_ms: int, operation: Callable[[int], Any]) -> None:
-        seq = next(self._seq)
+        seq = self._seq
+        self._seq += 1
         self._timers[key] = (deadline_ms, seq, operation)
         heapq.heappush(self._heap, (deadline_ms, seq, key))
 
@@ -45,17 +46,32 @@ class CoordinatorTimer:
             heapq.heappop(heap)  # cancelled or replaced
         return None
 
-    def pop_expired(self, now_ms: int) -> list[tuple[str, Callable[[int], Any]]]:
-        """Remove and return the timers due at now_ms, earliest first."""
-        due = []
+    def expire(self, now_ms: int) -> Iterator[tuple[str, Callable[[int], Any]]]:
+        """Yield the timers due at now_ms, earliest first, each removed as it is yielded.
+        Liveness is checked at each step, so a timer that an earlier one cancelled or
+        rescheduled does not fire; timers scheduled during the iteration wait for the next
+        call. The caller may stop early: the timers it did not reach stay scheduled."""
         heap = self._heap
+        due = []
         while heap and heap[0][0] <= now_ms:
-            _, seq, key = heapq.heappop(heap)
-            live = self._timers.get(key)
-            if live is not None and live[1] == seq:
-                del self._timers[key]
-                due.append((key, live[2]))
-        return due
+            due.append(heapq.heappop(heap))
+        i = 0
+        try:
+            while i < len(due):
+                _, seq, key = due[i]
+                i += 1
+                live = self._timers.get(key)
+                if live is not None and live[1] == seq:
+                    del self._timers[key]
+                    yield key, live[2]
+        finally:
+            for entry in due[i:]:
+                heapq.heappush(heap, entry)
+
+    def pop_expired(self, now_ms: int) -> list[tuple[str, Callable[[int], Any]]]:
+        """Remove and return the timers due at now_ms, earliest first. Prefer `expire` when
+        running them: an operation may cancel a timer that is already in this list."""
+        return list(self.expire(now_ms))
 
     def clear(self) -> None:
         self._timers.clear()
