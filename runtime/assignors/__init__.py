@@ -2,7 +2,8 @@
 
 Server side, run by the group coordinator: "uniform" and "range" for consumer groups,
 "simple" for share groups. Client side, run by the classic-protocol group leader:
-"range", "roundrobin", "sticky", "cooperative-sticky".
+"range", "roundrobin", "sticky", "cooperative-sticky". All share one call signature,
+`assign(members, topics, *, partition_racks=None)`.
 """
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ from runtime.errors import Errors, KafkaError
 from .range import range_assign
 from .roundrobin import roundrobin
 from .simple import simple
-from .spec import Assignment, MemberSubscription
+from .spec import Assignment, MemberSubscription, PartitionRacks
 from .sticky import cooperative_sticky, sticky
 from .uniform import uniform
 
 __all__ = [
     "Assignment",
     "MemberSubscription",
+    "PartitionRacks",
     "SERVER_ASSIGNORS",
     "CLIENT_ASSIGNORS",
     "server_assignor",

@@ -14,10 +14,15 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Mapping
 
-from .spec import Assignment, MemberSubscription, empty_result, member_order, subscribed
+from .spec import Assignment, MemberSubscription, PartitionRacks, empty_result, member_order, subscribed
 
 
-def range_assign(members: Mapping[str, MemberSubscription], topics: Mapping[str, int]) -> Assignment:
+def range_assign(
+    members: Mapping[str, MemberSubscription],
+    topics: Mapping[str, int],
+    *,
+    partition_racks: PartitionRacks | None = None,  # not rack-aware, as in Kafka
+) -> Assignment:
     result = empty_result(sorted(members))
     subscribers: dict[str, list[str]] = defaultdict(list)
     for m in member_order(members):

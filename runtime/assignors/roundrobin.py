@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .spec import Assignment, MemberSubscription, add, empty_result, member_order
+from .spec import Assignment, MemberSubscription, PartitionRacks, add, empty_result, member_order
 
 
-def roundrobin(members: Mapping[str, MemberSubscription], topics: Mapping[str, int]) -> Assignment:
+def roundrobin(
+    members: Mapping[str, MemberSubscription],
+    topics: Mapping[str, int],
+    *,
+    partition_racks: PartitionRacks | None = None,  # not rack-aware, as in Kafka
+) -> Assignment:
     result = empty_result(sorted(members))
     order = member_order(members)
     all_topics = sorted({t for s in members.values() for t in s.topics if t in topics})

@@ -23,12 +23,26 @@ from __future__ import annotations
 from collections import deque
 from typing import Mapping
 
-from .spec import Assignment, MemberSubscription, add, empty_result, is_homogeneous, subscribed, valid_owned
+from .spec import (
+    Assignment,
+    MemberSubscription,
+    PartitionRacks,
+    add,
+    empty_result,
+    is_homogeneous,
+    subscribed,
+    valid_owned,
+)
 
 TopicPartition = tuple[str, int]
 
 
-def simple(members: Mapping[str, MemberSubscription], topics: Mapping[str, int]) -> Assignment:
+def simple(
+    members: Mapping[str, MemberSubscription],
+    topics: Mapping[str, int],
+    *,
+    partition_racks: PartitionRacks | None = None,  # not rack-aware, as in Kafka
+) -> Assignment:
     ids = sorted(members)
     result = empty_result(ids)
     if not ids:

@@ -13,6 +13,11 @@ from typing import Iterable, Mapping
 
 Assignment = dict[str, dict[str, set[int]]]
 
+# (topic, partition) -> the racks holding its replicas. Every assignor takes it as an
+# optional keyword so that callers can treat them alike; only uniform and the sticky ones
+# use it.
+PartitionRacks = Mapping[tuple[str, int], "set[str] | frozenset[str]"]
+
 
 @dataclass(frozen=True, slots=True)
 class MemberSubscription:

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .spec import Assignment, MemberSubscription, valid_owned
-from .uniform import PartitionRacks, uniform
+from .spec import Assignment, MemberSubscription, PartitionRacks, valid_owned
+from .uniform import uniform
 
 
 def sticky(

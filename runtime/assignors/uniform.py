@@ -10,6 +10,8 @@ move improves balance.
 When `partition_racks` maps (topic, partition) to the racks holding its replicas and
 members have racks, rack alignment sits between the two: within the balance quotas a
 partition goes to a member on one of its racks when one has room, even if that moves it.
+(Kafka 4's server-side uniform assignor dropped rack awareness; this follows the rack
+handling of its client-side sticky assignor instead.)
 """
 from __future__ import annotations
 
@@ -17,15 +19,21 @@ import heapq
 from collections import defaultdict, deque
 from typing import Mapping
 
-from .spec import Assignment, MemberSubscription, add, empty_result, is_homogeneous, subscribed, valid_owned
+from .spec import (
+    Assignment,
+    MemberSubscription,
+    PartitionRacks,
+    add,
+    empty_result,
+    is_homogeneous,
+    subscribed,
+    valid_owned,
+)
 
 # Heterogeneous balancing converges in one pass when the subscribers of each topic share
 # their subscriptions; overlapping subscriptions can need more. Each pass roughly halves
 # the imbalance, so this bounds the work while reaching a near-perfect balance.
 _MAX_BALANCE_PASSES = 16
-
-PartitionRacks = Mapping[tuple[str, int], "set[str] | frozenset[str]"]
-
 
 def uniform(
     members: Mapping[str, MemberSubscription],

@@ -1,8 +1,6 @@
 """Invariant checks shared by the assignor tests."""
 from __future__ import annotations
 
-from collections import Counter
-
 from runtime.assignors import MemberSubscription as M
 
 
@@ -16,6 +14,13 @@ def with_owned(members, result, **changes):
     """The same members now owning what `result` gave them."""
     return {m: M(s.topics, owned=result.get(m, {}), rack=s.rack, instance_id=s.instance_id,
                  generation=s.generation, **changes) for m, s in members.items()}
+
+
+def leave(members, result, leaver):
+    """The members but `leaver`, each owning what `result` gave it."""
+    left = with_owned(members, result)
+    del left[leaver]
+    return left
 
 
 def sizes(result):
@@ -58,11 +63,8 @@ def moves(before, after):
     return sum(1 for tp, m in now.items() if tp in was and was[tp] != m)
 
 
-def spread(result, among=None):
+def spread(result):
     s = sizes(result)
-    vals = [s[m] for m in (among or s)]
+    vals = list(s.values())
     return max(vals) - min(vals) if vals else 0
 
-
-def count_by_topic(result, topic):
-    return Counter({m: len(a.get(topic, ())) for m, a in result.items()})

@@ -8,7 +8,7 @@ from runtime.assignors import MemberSubscription as M
 from runtime.assignors import client_assignor, cooperative_sticky, roundrobin, server_assignor, sticky
 from runtime.errors import Errors, KafkaError
 
-from .helpers import check_exclusive, group, moves, owners, sizes, spread, with_owned
+from .helpers import check_exclusive, group, leave, moves, owners, sizes, spread, with_owned
 
 
 def test_lookup_and_unknown_names():
@@ -19,6 +19,18 @@ def test_lookup_and_unknown_names():
         with pytest.raises(KafkaError) as e:
             lookup(name)
         assert e.value.error is Errors.UNSUPPORTED_ASSIGNOR and not e.value.retriable
+
+
+@pytest.mark.parametrize("lookup, names", [
+    (server_assignor, ["uniform", "range", "simple"]),
+    (client_assignor, ["range", "roundrobin", "sticky", "cooperative-sticky"]),
+])
+def test_every_assignor_takes_the_same_arguments(lookup, names):
+    members = {"a": M({"t"}, rack="r0"), "b": M({"t"}, rack="r1")}
+    racks = {("t", p): {"r0"} for p in range(4)}
+    for name in names:
+        result = lookup(name)(members, {"t": 4}, partition_racks=racks)
+        assert sorted(p for a in result.values() for p in a["t"]) == [0, 1, 2, 3]
 
 
 # roundrobin: Kafka's RoundRobinAssignor examples.
@@ -62,8 +74,7 @@ def test_sticky_leave_keeps_everyone_elses_partitions():
     members = {c: M({"t0", "t1", "t2", "t3"}) for c in ("C0", "C1", "C2")}
     topics = {f"t{i}": 2 for i in range(4)}
     first = sticky(members, topics)
-    left = with_owned(members, first, )
-    del left["C1"]
+    left = leave(members, first, "C1")
     second = sticky(left, topics)
     check_exclusive(left, topics, second)
     assert sizes(second) == {"C0": 4, "C2": 4}
@@ -133,7 +144,7 @@ def test_cooperative_withholds_moving_partitions_for_one_round():
     members = {"a": M({"t"}), "b": M({"t"})}
     first = cooperative_sticky(members, {"t": 6})
     assert first == {"a": {"t": {0, 1, 2}}, "b": {"t": {3, 4, 5}}}
-    joined = with_owned(members, first, ) | {"c": M({"t"})}
+    joined = with_owned(members, first) | {"c": M({"t"})}
     second = cooperative_sticky(joined, {"t": 6})
     # a and b lose one each, but c does not get them yet
     assert second == {"a": {"t": {0, 1}}, "b": {"t": {3, 4}}, "c": {}}
@@ -144,8 +155,7 @@ def test_cooperative_withholds_moving_partitions_for_one_round():
 def test_cooperative_gives_partitions_of_a_departed_member_at_once():
     members = group(3, {"t"})
     first = cooperative_sticky(members, {"t": 9})
-    left = with_owned(members, first)
-    del left["m001"]
+    left = leave(members, first, "m001")
     second = cooperative_sticky(left, {"t": 9})
     check_exclusive(left, {"t": 9}, second)
     assert spread(second) <= 1

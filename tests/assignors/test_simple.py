@@ -7,7 +7,7 @@ from runtime.assignors import MemberSubscription as M
 from runtime.assignors import server_assignor, simple
 from runtime.assignors.simple import desired_counts, desired_sharing
 
-from .helpers import group, owners, sizes, with_owned
+from .helpers import group, leave, owners, sizes, with_owned
 
 
 def sharing(result):
@@ -73,8 +73,7 @@ def test_join_keeps_existing_assignments_where_balance_allows():
 def test_leave_redistributes_only_the_leavers_share():
     members = group(8, {"t"})
     before = simple(members, {"t": 4})
-    left = with_owned(members, before)
-    del left["m003"]
+    left = leave(members, before, "m003")
     after = simple(left, {"t": 4})
     assert max(sharing(after).values()) <= 2
     kept = sum(len(after[m]["t"] & before[m]["t"]) for m in left)

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from runtime.assignors import MemberSubscription as M
 from runtime.assignors import server_assignor, uniform
 
-from .helpers import check_exclusive, group, moves, sizes, spread, with_owned
+from .helpers import check_exclusive, group, leave, moves, sizes, spread, with_owned
 
 
 def test_no_members_gives_empty_assignment():
@@ -52,8 +52,7 @@ def test_join_moves_only_what_the_new_member_needs():
 def test_leave_moves_only_the_leavers_partitions():
     members = group(10, {"t"})
     before = uniform(members, {"t": 103})
-    left = with_owned(members, before)
-    del left["m004"]
+    left = leave(members, before, "m004")
     after = uniform(left, {"t": 103})
     check_exclusive(left, {"t": 103}, after)
     assert spread(after) <= 1
