@@ -9,7 +9,7 @@ partition, as Kafka's do.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import Errors
 

@@ -16,7 +16,7 @@ from runtime.messages.group import (
 )
 
 from .helpers import (
-    G, commit, committed, fetch, harness, join, leave, protocols, stable_group, state, sub, sync,
+    G, commit, committed, fetch, harness, join, leave, protocols, stable_group, state, sub,
 )
 from .test_join import records_of
 

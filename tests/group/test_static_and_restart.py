@@ -7,9 +7,9 @@ from runtime.errors import Errors, KafkaError
 from runtime.group.classic_group import (
     VALID_PREVIOUS_STATES, ClassicGroup, ClassicGroupState, IllegalGroupStateTransition,
 )
-from runtime.messages.group import JoinGroupResponse, JoinGroupResponseMember, SyncGroupResponse
+from runtime.messages.group import JoinGroupResponse
 
-from .helpers import G, SESSION, harness, heartbeat, join, leave, protocols, state, sub, sync
+from .helpers import G, SESSION, harness, heartbeat, join, leave, protocols, state, sync
 from .test_join import records_of
 
 
@@ -210,3 +210,14 @@ def test_select_protocol_and_supports_protocols():
     assert not g.supports_protocols("connect", {"a"})
     g.remove("a")
     assert g.leader_id == "b"
+
+
+def test_group_over_a_lowered_max_size_rebalances_after_loading(tmp_path):
+    from runtime.testing import ShardHarness
+    from runtime.group import GroupCoordinatorShard
+    from .helpers import stable_group
+    h = harness(tmp_path)
+    stable_group(h, ("a", "b"))
+    h.runtime.close()
+    h2 = ShardHarness(str(tmp_path), GroupCoordinatorShard, config={"group.max.size": 1})
+    assert str(h2.shard.groups[G].state) == "PreparingRebalance"

@@ -180,3 +180,14 @@ def test_leaving_member_waiting_in_join_is_answered(tmp_path):
     assert a.result().error_code == Errors.UNKNOWN_MEMBER_ID.code
     h.advance(3000)
     assert state(h) == "Empty" and h.shard.groups[G].generation_id == 1
+
+
+def test_no_member_hears_of_the_assignment_before_it_is_durable(tmp_path):
+    h = harness(tmp_path)
+    gen = completing_group(h)
+    h.auto_flush = False
+    b = sync(h, "b", gen)
+    a = sync(h, "a", gen, {"a": b"A", "b": b"B"})
+    assert not a.done and not b.done and h.runtime.pending_records == 1
+    h.runtime.flush(h.clock())
+    assert a.result().assignment == b"A" and b.result().assignment == b"B"

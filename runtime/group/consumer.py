@@ -1,0 +1,736 @@
+"""KIP-848 consumer groups: ConsumerGroupHeartbeat, ConsumerGroupDescribe and the topic
+metadata updates that drive them (Kafka's GroupMetadataManager consumer-group half, with
+ConsumerGroup and ConsumerGroupMember).
+
+A heartbeat (1) creates or updates the member and bumps the group epoch when its
+subscription changed, (2) recomputes the target assignment when the group epoch is ahead
+of the assignment epoch (at most once per group.consumer.assignment.interval.ms), and
+(3) moves the member's current assignment toward its target (reconcile.py). Each step
+writes records; nothing here changes hard state except the `_replay_*` handlers.
+
+The coordinator learns topics (name -> partition count) from `update_topics`; until the
+first call it answers heartbeats with COORDINATOR_LOAD_IN_PROGRESS, so the owner calls it
+after every load. The group state (Empty, Assigning, Reconciling, Stable) is derived from
+the epochs and the members, as Kafka derives it; the member states have their table in
+reconcile.py.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..assignors import server_assignor
+from ..coordinator import CoordinatorContext, Result
+from ..errors import Errors, KafkaError, raise_if
+from ..messages.consumer import (
+    LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroupDescribeResponseAssignment,
+    ConsumerGroupDescribeResponseDescribedGroup, ConsumerGroupDescribeResponseMember,
+    ConsumerGroupDescribeResponseTopicPartitions, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
+    ConsumerGroupHeartbeatResponseAssignment, ConsumerGroupHeartbeatResponseTopicPartitions,
+)
+from ..messages.group import DescribedGroup, DescribedGroupMember, ListedGroup
+from . import records as R
+from .modern import (
+    EMPTY, Assignment, ModernGroup, ModernGroupConfig, assignment_timer_key, compute_target_assignment,
+    metadata_hash, rebalance_timeout_key, session_timeout_key,
+)
+from .reconcile import MemberState, is_reconciled_to, reconcile
+from .registry import find_group
+
+__all__ = ["ConsumerGroupState", "ConsumerGroupMember", "ConsumerGroup", "ConsumerGroupManager"]
+
+
+class ConsumerGroupState(enum.Enum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: frozenset = frozenset()
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: MemberState = MemberState.STABLE
+    assigned_partitions: Mapping = field(default_factory=dict)
+    partitions_pending_revocation: Mapping = field(default_factory=dict)
+
+    def same_assignment_state(self, other: "ConsumerGroupMember | None") -> bool:
+        if other is self:
+            return True
+        return (other is not None and self.member_epoch == other.member_epoch
+                and self.previous_member_epoch == other.previous_member_epoch and self.state is other.state
+                and self.assigned_partitions == other.assigned_partitions
+                and self.partitions_pending_revocation == other.partitions_pending_revocation)
+
+
+def _assignment_from(topic_partitions) -> Assignment:
+    return {tp.topic_name: frozenset(tp.partitions) for tp in topic_partitions if tp.partitions}
+
+
+class ConsumerGroup(ModernGroup):
+    type = "consumer"
+
+    def __init__(self, group_id: str) -> None:
+        super().__init__(group_id)
+        self.resolved_regexes: dict[str, frozenset[str]] = {}
+        self.regex_counts: dict[str, int] = {}  # regex -> members subscribing with it
+
+    # ------------------------------------------------------------------ subscriptions
+
+    def subscribed_topics(self, member, resolved: Mapping[str, frozenset] | None = None) -> frozenset[str]:
+        regex = member.subscribed_topic_regex
+        if not regex:
+            return member.subscribed_topic_names
+        matched = (resolved or {}).get(regex)
+        if matched is None:
+            matched = self.resolved_regexes.get(regex, frozenset())
+        return member.subscribed_topic_names | matched
+
+    def regex_counts_with(self, old_member, new_member) -> dict[str, int]:
+        counts = dict(self.regex_counts)
+        if old_member is not None and old_member.subscribed_topic_regex:
+            n = counts.get(old_member.subscribed_topic_regex, 0) - 1
+            if n > 0:
+                counts[old_member.subscribed_topic_regex] = n
+            else:
+                counts.pop(old_member.subscribed_topic_regex, None)
+        if new_member is not None and new_member.subscribed_topic_regex:
+            counts[new_member.subscribed_topic_regex] = counts.get(new_member.subscribed_topic_regex, 0) + 1
+        return counts
+
+    def all_subscribed_topics(self, old_member=None, new_member=None,
+                              resolved: Mapping[str, frozenset] | None = None) -> set[str]:
+        """Every topic the group subscribes to, by name or by regex, if `old_member`
+        became `new_member` and the regexes resolved as `resolved` says."""
+        if old_member is None and new_member is None:
+            names, regexes = self.subscribed_topic_counts, self.regex_counts
+        else:
+            names = self.subscribed_topic_counts_with(old_member, new_member)
+            regexes = self.regex_counts_with(old_member, new_member)
+        topics = set(names)
+        for regex in regexes:
+            matched = (resolved or {}).get(regex)
+            topics.update(matched if matched is not None else self.resolved_regexes.get(regex, ()))
+        return topics
+
+    def preferred_assignor(self, old_member=None, new_member=None) -> str | None:
+        """The server assignor most members ask for (Kafka's computePreferredServerAssignor);
+        ties go to the name that sorts first."""
+        counts = Counter(m.server_assignor for m in self.members.values() if m.server_assignor)
+        if old_member is not None and old_member.server_assignor:
+            counts[old_member.server_assignor] -= 1
+        if new_member is not None and new_member.server_assignor:
+            counts[new_member.server_assignor] += 1
+        best = sorted((-n, name) for name, n in counts.items() if n > 0)
+        return best[0][1] if best else None
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        epoch = self.assignment_epoch
+        if any(not is_reconciled_to(m, epoch) for m in self.members.values()):
+            return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    # ------------------------------------------------------------------ replay helpers
+
+    def apply_member(self, member) -> None:
+        self.regex_counts = self.regex_counts_with(self.members.get(member.member_id), member)
+        super().apply_member(member)
+
+    def apply_member_removed(self, member_id: str) -> None:
+        old = self.members.get(member_id)
+        if old is not None:
+            self.regex_counts = self.regex_counts_with(old, None)
+        super().apply_member_removed(member_id)
+
+    # ------------------------------------------------------------------ Kafka's Group interface
+
+    def validate_offset_commit(self, member_id: str, group_instance_id: str | None, member_epoch: int) -> None:
+        if member_epoch < 0 and not self.members:
+            return  # the admin client, or a consumer without group management
+        member = self.members.get(member_id)
+        raise_if(member is None, Errors.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {self.group_id}")
+        raise_if(member_epoch != member.member_epoch, Errors.STALE_MEMBER_EPOCH,
+                 f"member epoch {member_epoch} is not {member_id}'s current epoch {member.member_epoch}")
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        if member_epoch < 0 and not member_id:
+            return
+        member = self.members.get(member_id)
+        raise_if(member is None, Errors.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {self.group_id}")
+        raise_if(member_epoch != member.member_epoch, Errors.STALE_MEMBER_EPOCH,
+                 f"member epoch {member_epoch} is not {member_id}'s current epoch {member.member_epoch}")
+
+    def validate_offset_delete(self) -> None:
+        """Any consumer group may delete offsets; subscribed topics are refused per
+        partition (GROUP_SUBSCRIBED_TO_TOPIC) by the offsets manager."""
+
+    def validate_delete(self) -> None:
+        raise_if(bool(self.members), Errors.NON_EMPTY_GROUP, f"group {self.group_id} is {self.state}")
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        return topic in self.subscribed_topic_counts or any(
+            topic in self.resolved_regexes.get(r, ()) for r in self.regex_counts)
+
+    def offset_expiration_base(self):
+        return lambda o: o.commit_timestamp
+
+    def as_listed_group(self) -> ListedGroup:
+        return ListedGroup(self.group_id, "consumer", str(self.state), self.type)
+
+    def describe(self) -> DescribedGroup:
+        members = tuple(DescribedGroupMember(m.member_id, m.instance_id, m.client_id, m.client_host)
+                        for m in self.members.values())
+        return DescribedGroup(self.group_id, group_state=str(self.state), protocol_type="consumer", members=members)
+
+    def tombstones(self) -> list:
+        """The records that delete this (empty) group."""
+        gid = self.group_id
+        records = [R.consumer_group_target_assignment_tombstone(gid, m) for m in sorted(self.target_assignment)]
+        records += [R.consumer_group_regex_tombstone(gid, r) for r in sorted(self.resolved_regexes)]
+        records += [R.consumer_group_target_assignment_epoch_tombstone(gid), R.consumer_group_epoch_tombstone(gid)]
+        return records
+
+
+def _owned_from(topic_partitions) -> dict | None:
+    if topic_partitions is None:
+        return None
+    owned: dict[str, frozenset] = {}
+    for tp in topic_partitions:
+        if tp.partitions:
+            owned[tp.topic_name] = owned.get(tp.topic_name, frozenset()) | frozenset(tp.partitions)
+    return owned
+
+
+def _is_subset(owned: dict | None, assigned: Mapping) -> bool:
+    if owned is None:
+        return False
+    return all(ps <= assigned.get(t, frozenset()) for t, ps in owned.items())
+
+
+def _response_assignment(member: ConsumerGroupMember) -> ConsumerGroupHeartbeatResponseAssignment:
+    return ConsumerGroupHeartbeatResponseAssignment(tuple(
+        ConsumerGroupHeartbeatResponseTopicPartitions(t, tuple(sorted(ps)))
+        for t, ps in sorted(member.assigned_partitions.items())))
+
+
+def _describe_assignment(assignment: Mapping) -> ConsumerGroupDescribeResponseAssignment:
+    return ConsumerGroupDescribeResponseAssignment(tuple(
+        ConsumerGroupDescribeResponseTopicPartitions(t, tuple(sorted(ps))) for t, ps in sorted(assignment.items())))
+
+
+class ConsumerGroupManager:
+    def __init__(self, context: CoordinatorContext, groups: dict, assignors: Mapping | None = None) -> None:
+        self.context = context
+        self.timer = context.timer
+        self.groups = groups
+        self.config = ModernGroupConfig.from_config(context.config, "group.consumer.")
+        raise_if(not self.config.assignors, Errors.INVALID_CONFIG, "group.consumer.assignors is empty")
+        self.assignors = {name: (assignors[name] if assignors and name in assignors else server_assignor(name))
+                          for name in self.config.assignors}
+        self.topics: dict[str, int] | None = None
+        self._patterns: dict[str, re.Pattern] = {}
+
+    def replayers(self) -> dict:
+        return {
+            R.ConsumerGroupMetadataKey: self._replay_metadata,
+            R.ConsumerGroupMemberMetadataKey: self._replay_member,
+            R.ConsumerGroupTargetAssignmentMetadataKey: self._replay_target_epoch,
+            R.ConsumerGroupTargetAssignmentMemberKey: self._replay_target_member,
+            R.ConsumerGroupCurrentMemberAssignmentKey: self._replay_current_assignment,
+            R.ConsumerGroupRegularExpressionKey: self._replay_regex,
+        }
+
+    def on_loaded(self, now_ms: int) -> None:
+        for group in self.groups.values():
+            if group.type != "consumer":
+                continue
+            for member in group.members.values():
+                self._schedule_session_timeout(group.group_id, member.member_id, now_ms)
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._schedule_rebalance_timeout(group.group_id, member, now_ms)
+
+    def _group(self, group_id: str) -> ConsumerGroup | None:
+        return find_group(self.groups, group_id, "consumer", Errors.GROUP_ID_NOT_FOUND)
+
+    # ================================================================== validation
+
+    def _pattern(self, regex: str) -> re.Pattern:
+        pattern = self._patterns.get(regex)
+        if pattern is None:
+            try:
+                pattern = self._patterns[regex] = re.compile(regex)
+            except re.error as e:
+                raise KafkaError(Errors.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex {regex!r} is invalid: {e}")
+        return pattern
+
+    def _raise_if_invalid(self, request: ConsumerGroupHeartbeatRequest) -> None:
+        def blank(value):
+            return value is not None and not value.strip()
+
+        raise_if(blank(request.group_id) or not request.group_id, Errors.INVALID_REQUEST, "GroupId can't be empty.")
+        raise_if(blank(request.instance_id), Errors.INVALID_REQUEST, "InstanceId can't be empty.")
+        raise_if(blank(request.rack_id), Errors.INVALID_REQUEST, "RackId can't be empty.")
+        epoch = request.member_epoch
+        if epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            raise_if(not request.member_id.strip(), Errors.INVALID_REQUEST, "MemberId can't be empty.")
+        elif epoch == 0:
+            raise_if(request.rebalance_timeout_ms == -1, Errors.INVALID_REQUEST,
+                     "RebalanceTimeoutMs must be provided in first request.")
+            raise_if(request.topic_partitions is None or len(request.topic_partitions) > 0, Errors.INVALID_REQUEST,
+                     "TopicPartitions must be empty when (re-)joining.")
+            raise_if(request.subscribed_topic_names is None and request.subscribed_topic_regex is None,
+                     Errors.INVALID_REQUEST,
+                     "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise_if(not request.member_id.strip(), Errors.INVALID_REQUEST, "MemberId can't be empty.")
+            raise_if(request.instance_id is None, Errors.INVALID_REQUEST, "InstanceId can't be null.")
+        else:
+            raise KafkaError(Errors.INVALID_REQUEST, "MemberEpoch is invalid.")
+        raise_if(request.rebalance_timeout_ms < -1, Errors.INVALID_REQUEST, "RebalanceTimeoutMs is invalid.")
+        if request.subscribed_topic_regex:
+            self._pattern(request.subscribed_topic_regex)
+        if request.server_assignor is not None and request.server_assignor not in self.assignors:
+            raise KafkaError(Errors.UNSUPPORTED_ASSIGNOR,
+                             f"ServerAssignor {request.server_assignor} is not supported. "
+                             f"Supported assignors: {', '.join(self.assignors)}.")
+
+    # ================================================================== ConsumerGroupHeartbeat
+
+    def consumer_group_heartbeat(self, request: ConsumerGroupHeartbeatRequest, now_ms: int, new_member_id: str,
+                                 client_id: str = "", client_host: str = "") -> Result:
+        """`new_member_id` names a member that joins without an id of its own."""
+        self._raise_if_invalid(request)
+        raise_if(self.topics is None, Errors.COORDINATOR_LOAD_IN_PROGRESS,
+                 "the coordinator does not know the topic metadata yet")
+        if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            return self._leave(request)
+        return self._heartbeat(request, now_ms, new_member_id, client_id, client_host)
+
+    def _existing_member(self, group: ConsumerGroup, request, member_id: str, owned):
+        """The member the heartbeat is from as the group knows it now (None: a new member)
+        and, for a static member taking over another's instance id, the member replaced."""
+        epoch, instance_id = request.member_epoch, request.instance_id
+        if instance_id is None:
+            member = group.members.get(member_id)
+            raise_if(member is None and epoch != 0, Errors.UNKNOWN_MEMBER_ID,
+                     f"member {member_id} is not in group {group.group_id}")
+            if member is not None and epoch != 0:
+                _raise_if_epoch_invalid(member, epoch, owned)
+            return member, None
+        existing = group.static_member(instance_id)
+        if epoch == 0:
+            if existing is None or existing.member_id == member_id:
+                return group.members.get(member_id), None
+            raise_if(existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH, Errors.UNRELEASED_INSTANCE_ID,
+                     f"static member {member_id} with instance id {instance_id} cannot join the group because "
+                     f"the instance id is owned by member {existing.member_id}")
+            return None, existing
+        raise_if(existing is None, Errors.UNKNOWN_MEMBER_ID, f"instance id {instance_id} is unknown")
+        raise_if(existing.member_id != member_id, Errors.FENCED_INSTANCE_ID,
+                 f"static member {member_id} with instance id {instance_id} was fenced by {existing.member_id}")
+        _raise_if_epoch_invalid(existing, epoch, owned)
+        return existing, None
+
+    def _heartbeat(self, request, now_ms: int, new_member_id: str, client_id: str, client_host: str) -> Result:
+        group_id, epoch = request.group_id, request.member_epoch
+        group = self._group(group_id)
+        if group is None:
+            raise_if(epoch != 0, Errors.GROUP_ID_NOT_FOUND, f"consumer group {group_id} not found")
+            group = ConsumerGroup(group_id)  # replaying the records below adds it
+        member_id = request.member_id or new_member_id
+        raise_if(len(group.members) >= self.config.max_size
+                 and (not request.member_id or member_id not in group.members), Errors.GROUP_MAX_SIZE_REACHED,
+                 f"the consumer group has reached its maximum capacity of {self.config.max_size} members")
+        owned = _owned_from(request.topic_partitions)
+        stored, replaced = self._existing_member(group, request, member_id, owned)
+        records: list = []
+
+        # 1. the member and its subscription
+        if replaced is not None:
+            # a static member back under a new member id takes over the old one's partitions
+            member = dataclasses.replace(replaced, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+            records += [R.consumer_group_current_assignment_tombstone(group_id, replaced.member_id),
+                        R.consumer_group_target_assignment_tombstone(group_id, replaced.member_id),
+                        R.consumer_group_member_subscription_tombstone(group_id, replaced.member_id),
+                        R.consumer_group_member_subscription_record(group_id, member),
+                        R.consumer_group_target_assignment_record(group_id, member_id,
+                                                                  group.target_of(replaced.member_id)),
+                        R.consumer_group_current_assignment_record(group_id, member)]
+        elif stored is None:
+            member = ConsumerGroupMember(member_id)
+        elif epoch == 0:
+            # a rejoin: the member gave up everything; what it still holds here can be given back
+            member = dataclasses.replace(stored, member_epoch=0, previous_member_epoch=0, state=MemberState.STABLE,
+                                         partitions_pending_revocation={})
+        else:
+            member = stored
+        previous = replaced if replaced is not None else stored
+        updated = _updated_member(member, request, client_id, client_host)
+        if updated is not member or (stored is None and replaced is None):
+            records.append(R.consumer_group_member_subscription_record(group_id, updated))
+        bump = (updated.subscribed_topic_names != member.subscribed_topic_names
+                or updated.subscribed_topic_regex != member.subscribed_topic_regex)
+
+        resolved: dict[str, frozenset] = {}
+        if bump:
+            resolved = self._regex_changes(group, previous, updated, now_ms, records)
+        group_epoch = group.group_epoch
+        if bump:
+            group_epoch += 1
+            topics = group.all_subscribed_topics(previous, updated, resolved)
+            records.append(R.consumer_group_epoch_record(group_id, group_epoch, self._metadata_hash(group, topics)))
+
+        # 2. the target assignment
+        target_epoch = group.assignment_epoch
+        if group_epoch > group.assignment_epoch:
+            due = group.assignment_due(now_ms, self.config.assignment_interval_ms)
+            if due is None:
+                members = dict(group.members)
+                if replaced is not None:
+                    del members[replaced.member_id]
+                members[member_id] = updated
+                inherit = {member_id: replaced.member_id} if replaced is not None else {}
+                targets = self._assign(group, group_epoch, members, previous, updated, resolved, inherit, records)
+                group.last_assignment_ms = now_ms
+                target_epoch, target = group_epoch, targets.get(member_id, EMPTY)
+            else:
+                self._schedule_assignment(group_id, due)
+                target = group.target_of(member_id, updated.instance_id)
+        else:
+            target = group.target_of(member_id, updated.instance_id)
+
+        # 3. reconciliation
+        subscribed = group.subscribed_topics(updated, resolved)
+        reconciled = reconcile(updated, target_epoch, target, group.owner_of, owned, subscribed)
+        # a replaced static member's record already holds `member`
+        if not reconciled.same_assignment_state(member if replaced is not None else stored):
+            records.append(R.consumer_group_current_assignment_record(group_id, reconciled))
+            if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+                self._schedule_rebalance_timeout(group_id, reconciled, now_ms)
+            else:
+                self.timer.cancel(rebalance_timeout_key(group_id, member_id))
+        self._schedule_session_timeout(group_id, member_id, now_ms)
+
+        full = epoch == 0 or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
+                              and request.topic_partitions is not None)
+        before = stored.assigned_partitions if stored is not None else EMPTY
+        changed = reconciled.assigned_partitions != before
+        return Result(records, ConsumerGroupHeartbeatResponse(
+            member_id=member_id, member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            assignment=_response_assignment(reconciled) if full or changed else None))
+
+    def _regex_changes(self, group: ConsumerGroup, previous, updated, now_ms: int, records: list) -> dict:
+        """Resolve a regex the group has not seen (and write it); drop the one no member
+        uses any more. Returns the newly resolved regexes."""
+        resolved = {}
+        regex = updated.subscribed_topic_regex
+        if regex and regex not in group.resolved_regexes:
+            resolved[regex] = self._resolve(regex)
+            records.append(R.consumer_group_regex_record(group.group_id, regex, resolved[regex], now_ms))
+        old = previous.subscribed_topic_regex if previous is not None else None
+        if old and old != regex and group.regex_counts.get(old, 0) <= 1:
+            records.append(R.consumer_group_regex_tombstone(group.group_id, old))
+        return resolved
+
+    def _metadata_hash(self, group: ConsumerGroup, topics) -> int:
+        # before the first update_topics (a timer after a load) the group keeps its hash;
+        # update_topics sets it right
+        return group.metadata_hash if self.topics is None else metadata_hash(topics, self.topics)
+
+    def _resolve(self, regex: str) -> frozenset[str]:
+        pattern = self._pattern(regex)
+        # internal topics are never matched, as in Kafka
+        return frozenset(t for t in self.topics if not t.startswith("__") and pattern.fullmatch(t))
+
+    def _assign(self, group: ConsumerGroup, group_epoch: int, members: dict, previous, updated,
+                resolved: dict, inherit: dict, records: list) -> dict:
+        """Recompute the target assignment for `group_epoch` (Kafka's TargetAssignmentBuilder):
+        a record per member whose target changed, then the new assignment epoch."""
+        name = group.preferred_assignor(previous, updated) or self.config.assignors[0]
+
+        def owned_of(member_id):
+            return group.target_assignment.get(inherit.get(member_id, member_id), EMPTY)
+
+        try:
+            targets = compute_target_assignment(self.assignors[name], members,
+                                                lambda m: group.subscribed_topics(m, resolved), owned_of, self.topics)
+        except Exception as e:
+            raise KafkaError(Errors.UNKNOWN_SERVER_ERROR,
+                             f"failed to compute a new target assignment for epoch {group_epoch}: {e}") from e
+        for member_id, target in targets.items():
+            old = group.target_assignment.get(inherit.get(member_id, member_id))
+            if old is None or old != target:
+                records.append(R.consumer_group_target_assignment_record(group.group_id, member_id, target))
+        records.append(R.consumer_group_target_assignment_epoch_record(group.group_id, group_epoch))
+        return targets
+
+    # ================================================================== leaving and fencing
+
+    def _leave(self, request) -> Result:
+        group = self._group(request.group_id)
+        raise_if(group is None, Errors.GROUP_ID_NOT_FOUND, f"consumer group {request.group_id} not found")
+        member_id, epoch = request.member_id, request.member_epoch
+        response = ConsumerGroupHeartbeatResponse(member_id=member_id, member_epoch=epoch)
+        if request.instance_id is None:
+            member = group.members.get(member_id)
+            raise_if(member is None, Errors.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group.group_id}")
+            return self._fence(group, member, response)
+        member = group.static_member(request.instance_id)
+        raise_if(member is None, Errors.UNKNOWN_MEMBER_ID, f"instance id {request.instance_id} is unknown")
+        raise_if(member.member_id != member_id, Errors.FENCED_INSTANCE_ID,
+                 f"static member {member_id} with instance id {request.instance_id} was fenced by {member.member_id}")
+        if epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            return self._fence(group, member, response)
+        # a static member's temporary leave: it keeps its partitions until its session
+        # expires, so that it can come back (under a new member id) without a rebalance
+        leaving = dataclasses.replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                                      partitions_pending_revocation={})
+        return Result([R.consumer_group_current_assignment_record(group.group_id, leaving)], response)
+
+    def _fence(self, group: ConsumerGroup, member, response=None) -> Result:
+        """Remove a member: tombstones for its records, then a group epoch bump so that its
+        partitions are reassigned."""
+        gid, mid = group.group_id, member.member_id
+        records = [R.consumer_group_current_assignment_tombstone(gid, mid),
+                   R.consumer_group_target_assignment_tombstone(gid, mid),
+                   R.consumer_group_member_subscription_tombstone(gid, mid)]
+        regex = member.subscribed_topic_regex
+        if regex and group.regex_counts.get(regex, 0) <= 1:
+            records.append(R.consumer_group_regex_tombstone(gid, regex))
+        topics = group.all_subscribed_topics(member, None)
+        records.append(R.consumer_group_epoch_record(gid, group.group_epoch + 1, self._metadata_hash(group, topics)))
+        self.timer.cancel(session_timeout_key(gid, mid))
+        self.timer.cancel(rebalance_timeout_key(gid, mid))
+        return Result(records, response)
+
+    # ================================================================== timers
+
+    def _schedule_session_timeout(self, group_id: str, member_id: str, now_ms: int) -> None:
+        def expire(_now_ms: int) -> Result:
+            group = self._live_group(group_id)
+            member = group.members.get(member_id) if group is not None else None
+            return self._fence(group, member) if member is not None else Result()
+        self.timer.schedule(session_timeout_key(group_id, member_id), now_ms + self.config.session_timeout_ms, expire)
+
+    def _schedule_rebalance_timeout(self, group_id: str, member, now_ms: int) -> None:
+        member_id, epoch = member.member_id, member.member_epoch
+
+        def expire(_now_ms: int) -> Result:
+            # a member that revoked in time has left the epoch it was waiting in
+            group = self._live_group(group_id)
+            current = group.members.get(member_id) if group is not None else None
+            if current is None or current.member_epoch != epoch:
+                return Result()
+            return self._fence(group, current)
+        self.timer.schedule(rebalance_timeout_key(group_id, member_id), now_ms + max(member.rebalance_timeout_ms, 0),
+                            expire)
+
+    def _schedule_assignment(self, group_id: str, due_ms: int) -> None:
+        key = assignment_timer_key(group_id)
+        if not self.timer.is_scheduled(key):
+            self.timer.schedule(key, due_ms, lambda now_ms: self._assignment_op(group_id, now_ms))
+
+    def _assignment_op(self, group_id: str, now_ms: int) -> Result:
+        """The deferred assignor run of group.consumer.assignment.interval.ms; members pick
+        the new target up with their next heartbeat."""
+        group = self._live_group(group_id)
+        if group is None or self.topics is None or group.group_epoch <= group.assignment_epoch:
+            return Result()
+        records: list = []
+        self._assign(group, group.group_epoch, dict(group.members), None, None, {}, {}, records)
+        group.last_assignment_ms = now_ms
+        return Result(records)
+
+    def _live_group(self, group_id: str) -> ConsumerGroup | None:
+        group = self.groups.get(group_id)
+        return group if group is not None and group.type == "consumer" else None
+
+    # ================================================================== topic metadata
+
+    def update_topics(self, topics: Mapping[str, int], now_ms: int) -> Result:
+        """New topic metadata (name -> partition count): regexes are resolved again, and
+        every group whose subscribed topics' metadata hash changed moves to a new epoch."""
+        self.topics = dict(topics)
+        records: list = []
+        for group_id, group in sorted(self.groups.items()):
+            if group.type != "consumer":
+                continue
+            resolved = {}
+            for regex in sorted(group.regex_counts):
+                matched = self._resolve(regex)
+                if matched != group.resolved_regexes.get(regex):
+                    resolved[regex] = matched
+                    records.append(R.consumer_group_regex_record(group_id, regex, matched, now_ms))
+            new_hash = metadata_hash(group.all_subscribed_topics(resolved=resolved), self.topics)
+            if new_hash != group.metadata_hash:
+                records.append(R.consumer_group_epoch_record(group_id, group.group_epoch + 1, new_hash))
+        return Result(records)
+
+    # ================================================================== ConsumerGroupDescribe
+
+    def consumer_group_describe(self, group_ids) -> list[ConsumerGroupDescribeResponseDescribedGroup]:
+        out = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None or group.type != "consumer":
+                message = (f"group {group_id} not found" if group is None
+                           else f"group {group_id} is not a consumer group")
+                out.append(ConsumerGroupDescribeResponseDescribedGroup(
+                    group_id, Errors.GROUP_ID_NOT_FOUND.code, message, group_state=str(ConsumerGroupState.DEAD)))
+                continue
+            members = tuple(ConsumerGroupDescribeResponseMember(
+                m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
+                tuple(sorted(m.subscribed_topic_names)), m.subscribed_topic_regex,
+                _describe_assignment(m.assigned_partitions),
+                _describe_assignment(group.target_assignment.get(m.member_id, EMPTY)), 1)
+                for m in group.members.values())
+            out.append(ConsumerGroupDescribeResponseDescribedGroup(
+                group_id, group_state=str(group.state), group_epoch=group.group_epoch,
+                assignment_epoch=group.assignment_epoch,
+                assignor_name=group.preferred_assignor() or self.config.assignors[0], members=members))
+        return out
+
+    # ================================================================== replay
+
+    def _replay_group(self, group_id: str, create: bool) -> ConsumerGroup | None:
+        group = self.groups.get(group_id)
+        if group is None:
+            if not create:
+                return None
+            group = self.groups[group_id] = ConsumerGroup(group_id)
+        elif group.type != "consumer":
+            raise ValueError(f"group {group_id} is a {group.type} group, not a consumer group")
+        return group
+
+    def _replay_metadata(self, offset: int, key, value) -> None:
+        group = self._replay_group(key.group_id, value is not None)
+        if group is None:
+            return
+        if value is None:
+            if group.members:
+                raise ValueError(f"tombstone for consumer group {key.group_id} that has members")
+            del self.groups[key.group_id]
+            return
+        group.group_epoch = value.epoch
+        group.metadata_hash = value.metadata_hash
+
+    def _replay_member(self, offset: int, key, value) -> None:
+        group = self._replay_group(key.group_id, value is not None)
+        if group is None:
+            return
+        if value is None:
+            group.apply_member_removed(key.member_id)
+            return
+        base = group.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
+        group.apply_member(dataclasses.replace(
+            base, instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
+            client_host=value.client_host, subscribed_topic_names=frozenset(value.subscribed_topic_names),
+            subscribed_topic_regex=value.subscribed_topic_regex, rebalance_timeout_ms=value.rebalance_timeout_ms,
+            server_assignor=value.server_assignor))
+
+    def _replay_target_epoch(self, offset: int, key, value) -> None:
+        group = self._replay_group(key.group_id, value is not None)
+        if group is not None:
+            group.assignment_epoch = -1 if value is None else value.assignment_epoch
+
+    def _replay_target_member(self, offset: int, key, value) -> None:
+        group = self._replay_group(key.group_id, value is not None)
+        if group is None:
+            return
+        if value is None:
+            group.target_assignment.pop(key.member_id, None)
+        else:
+            group.target_assignment[key.member_id] = _assignment_from(value.topic_partitions)
+
+    def _replay_current_assignment(self, offset: int, key, value) -> None:
+        group = self._replay_group(key.group_id, value is not None)
+        if group is None:
+            return
+        base = group.members.get(key.member_id)
+        if value is None:
+            if base is not None:
+                group.apply_current_assignment(dataclasses.replace(
+                    base, member_epoch=LEAVE_GROUP_MEMBER_EPOCH, previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
+                    state=MemberState.STABLE, assigned_partitions={}, partitions_pending_revocation={}))
+            return
+        group.apply_current_assignment(dataclasses.replace(
+            base or ConsumerGroupMember(key.member_id), member_epoch=value.member_epoch,
+            previous_member_epoch=value.previous_member_epoch, state=MemberState.from_value(value.state),
+            assigned_partitions=_assignment_from(value.assigned_partitions),
+            partitions_pending_revocation=_assignment_from(value.partitions_pending_revocation)))
+
+    def _replay_regex(self, offset: int, key, value) -> None:
+        group = self._replay_group(key.group_id, value is not None)
+        if group is None:
+            return
+        if value is None:
+            group.resolved_regexes.pop(key.regular_expression, None)
+        else:
+            group.resolved_regexes[key.regular_expression] = frozenset(value.topics)
+
+
+def _raise_if_epoch_invalid(member: ConsumerGroupMember, epoch: int, owned) -> None:
+    """A member heartbeats with its current epoch, or with the one before it when the
+    response that bumped it was lost and it owns nothing beyond its assignment."""
+    if epoch > member.member_epoch:
+        raise KafkaError(Errors.FENCED_MEMBER_EPOCH,
+                         f"the member has a greater member epoch ({epoch}) than the one known by the group "
+                         f"coordinator ({member.member_epoch}); it must abandon all its partitions and rejoin")
+    if epoch < member.member_epoch and (epoch != member.previous_member_epoch
+                                        or not _is_subset(owned, member.assigned_partitions)):
+        raise KafkaError(Errors.FENCED_MEMBER_EPOCH,
+                         f"the member has a smaller member epoch ({epoch}) than the one known by the group "
+                         f"coordinator ({member.member_epoch}); it must abandon all its partitions and rejoin")
+
+
+def _updated_member(member: ConsumerGroupMember, request, client_id: str, client_host: str) -> ConsumerGroupMember:
+    """The member with what the heartbeat sent; the same object when nothing changed (the
+    steady-state heartbeat)."""
+    changes = {}
+    if request.instance_id is not None and request.instance_id != member.instance_id:
+        changes["instance_id"] = request.instance_id
+    if request.rack_id is not None and request.rack_id != member.rack_id:
+        changes["rack_id"] = request.rack_id
+    if request.rebalance_timeout_ms != -1 and request.rebalance_timeout_ms != member.rebalance_timeout_ms:
+        changes["rebalance_timeout_ms"] = request.rebalance_timeout_ms
+    if request.server_assignor is not None and request.server_assignor != member.server_assignor:
+        changes["server_assignor"] = request.server_assignor
+    if request.subscribed_topic_names is not None:
+        names = frozenset(request.subscribed_topic_names)
+        if names != member.subscribed_topic_names:
+            changes["subscribed_topic_names"] = names
+    if request.subscribed_topic_regex is not None:
+        regex = request.subscribed_topic_regex or None
+        if regex != member.subscribed_topic_regex:
+            changes["subscribed_topic_regex"] = regex
+    if client_id != member.client_id:
+        changes["client_id"] = client_id
+    if client_host != member.client_host:
+        changes["client_host"] = client_host
+    return dataclasses.replace(member, **changes) if changes else member
