@@ -71,6 +71,7 @@ def test_groups_of_another_type_are_reported_with_the_callers_error():
 def test_error_responses():
     assert error_response(SyncGroupRequest(G, 1, "m"), Errors.COORDINATOR_LOAD_IN_PROGRESS) == \
         SyncGroupResponse(Errors.REBALANCE_IN_PROGRESS.code)
+    assert error_response(HeartbeatRequest(G, 1, "m"), Errors.COORDINATOR_LOAD_IN_PROGRESS) == HeartbeatResponse()
     assert error_response(HeartbeatRequest(G, 1, "m"), Errors.NOT_COORDINATOR) == \
         HeartbeatResponse(Errors.NOT_COORDINATOR.code)
     from .helpers import join_request
