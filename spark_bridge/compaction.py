@@ -291,31 +291,57 @@ def state_digest(shard: Any, exclude: tuple[str, ...] = ()) -> str:
     taken in sorted order (their insertion order depends on the replay history, which
     compaction changes), lists in order. `exclude` names attributes that are not state,
     such as a list of replayed offsets; the context and timers are never state."""
-    return hashlib.sha256(json.dumps(_canonical(shard, frozenset(exclude), set()), default=repr).encode()).hexdigest()
+    canonical = _canonical(shard, frozenset(exclude), set())
+    return hashlib.sha256(json.dumps(canonical, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+def state_differences(a: Any, b: Any, exclude: tuple[str, ...] = (), limit: int = 10) -> list[str]:
+    """Where two shards' states differ (paths into the state, as `state_digest` sees it),
+    to explain a digest mismatch."""
+    out: list[str] = []
+    _diff(_canonical(a, frozenset(exclude), set()), _canonical(b, frozenset(exclude), set()), "", out, limit)
+    return out
+
+
+def _diff(a: Any, b: Any, where: str, out: list[str], limit: int) -> None:
+    if len(out) >= limit or a == b:
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            _diff(a.get(k), b.get(k), f"{where}.{k}" if k.isidentifier() else f"{where}[{k}]", out, limit)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            _diff(x, y, f"{where}[{i}]", out, limit)
+    else:
+        out.append(f"{where or '.'}: {_text(a)[:100]} != {_text(b)[:100]}")
 
 
 def _canonical(obj: Any, exclude: frozenset, path: set) -> Any:
-    if obj is None or isinstance(obj, (bool, str, bytes)):
-        return obj.hex() if isinstance(obj, bytes) else obj
+    """Plain JSON data: objects become {attribute: value} (plus their class), dicts
+    {key as JSON text: value}, sets sorted lists, enums "Class.NAME"."""
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, bytes):
+        return "0x" + obj.hex()
     if isinstance(obj, enum.Enum):
-        return [type(obj).__name__, obj.name]
+        return f"{type(obj).__name__}.{obj.name}"
     if isinstance(obj, (int, float)):
         return obj
     if id(obj) in path:  # a back reference (a manager pointing at its shard)
-        return ["ref", type(obj).__name__]
+        return f"<ref {type(obj).__name__}>"
     path = path | {id(obj)}
     if isinstance(obj, dict):
-        return ["dict", sorted(([_canonical(k, exclude, path), _canonical(v, exclude, path)]
-                                for k, v in obj.items()), key=_sort_key)]
+        return {_text(_canonical(k, exclude, path)): _canonical(v, exclude, path) for k, v in obj.items()}
     if isinstance(obj, (set, frozenset)):
-        return ["set", sorted((_canonical(v, exclude, path) for v in obj), key=_sort_key)]
+        return sorted((_canonical(v, exclude, path) for v in obj), key=_text)
     if isinstance(obj, (list, tuple)):
-        return [type(obj).__name__, [_canonical(v, exclude, path) for v in obj]]
+        return [_canonical(v, exclude, path) for v in obj]
     if isinstance(obj, (CoordinatorContext, CoordinatorTimer)) or callable(obj):
         return None
-    attrs = _attributes(obj)
-    return [type(obj).__name__, {k: _canonical(v, exclude, path) for k, v in sorted(attrs.items())
-                                 if k not in exclude and not callable(v)}]
+    state = {k: _canonical(v, exclude, path) for k, v in _attributes(obj).items()
+             if k not in exclude and not callable(v)}
+    state["__class__"] = type(obj).__name__
+    return state
 
 
 def _attributes(obj: Any) -> dict:
@@ -329,5 +355,5 @@ def _attributes(obj: Any) -> dict:
     return attrs
 
 
-def _sort_key(v: Any) -> str:
-    return json.dumps(v, default=repr, sort_keys=True)
+def _text(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v, default=repr, sort_keys=True)

@@ -230,6 +230,13 @@ def load_logs(spark, path: str):
     logs = find_logs(path)
     if not logs:
         raise FileNotFoundError(f"no logs under {path}")
+    return records_frame(spark, logs)
+
+
+def records_frame(spark, logs: list[LogInfo]):
+    """The records of these logs (RECORDS_SCHEMA); an empty frame for no logs."""
+    if not logs:
+        return spark.createDataFrame([], RECORDS_SCHEMA)
     return segments_frame(spark, segment_rows(logs)).mapInArrow(_decode_segments(record_modules()), RECORDS_SCHEMA)
 
 
