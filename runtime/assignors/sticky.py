@@ -41,31 +41,50 @@ def cooperative_sticky(
     partition_racks: PartitionRacks | None = None,
 ) -> Assignment:
     result = sticky(members, topics, partition_racks=partition_racks)
-    for t in topics:
-        claims = [(m, s.generation, frozenset(valid_owned(s, t, topics[t]))) for m, s in members.items() if t in s.owned]
-        if not claims:
-            continue
-        claimed: set[int] = set()
-        contested: set[int] = set()
-        for _, _, parts in claims:
-            contested |= claimed & parts
-            claimed |= parts
-        for m, assignment in result.items():
-            given = assignment.get(t)
-            if not given:
+    # Every claim counts here, subscribed or not: a member owns what it owns until it
+    # revokes it.
+    claims = _claims_by_topic(members, topics, subscribed_only=False)
+    for m, assignment in result.items():
+        generation = members[m].generation
+        for t in list(assignment):
+            if t not in claims:
                 continue
+            topic_claims, claimed, contested = claims[t]
+            given = assignment[t]
             mine = members[m].owned.get(t, frozenset())
             # Taken from another member: wait until that member has revoked it.
             withheld = (given - mine) & claimed
             # Claimed by this member and others: only a strictly newer generation keeps it.
-            for p in given & mine & contested:
-                if any(o != m and p in parts and gen >= members[m].generation for o, gen, parts in claims):
-                    withheld.add(p)
-            if withheld:
-                given -= withheld
-                if not given:
-                    del assignment[t]
+            withheld.update(p for p in given & mine & contested if not _wins(m, generation, p, topic_claims))
+            given -= withheld
+            if not given:
+                del assignment[t]
     return result
+
+
+Claims = list[tuple[str, int, frozenset[int]]]
+
+
+def _claims_by_topic(members, topics, subscribed_only: bool) -> dict[str, tuple[Claims, set[int], set[int]]]:
+    """Per topic: who claims which of its partitions (member, generation, partitions), every
+    claimed partition, and the partitions claimed more than once."""
+    by_topic: dict[str, Claims] = {}
+    for m in sorted(members):
+        sub = members[m]
+        for t in sub.owned:
+            if t in topics and (t in sub.topics or not subscribed_only):
+                parts = frozenset(valid_owned(sub, t, topics[t]))
+                if parts:
+                    by_topic.setdefault(t, []).append((m, sub.generation, parts))
+    out = {}
+    for t, topic_claims in by_topic.items():
+        claimed: set[int] = set()
+        contested: set[int] = set()
+        for _, _, parts in topic_claims:
+            contested |= claimed & parts
+            claimed |= parts
+        out[t] = (topic_claims, claimed, contested)
+    return out
 
 
 def _settle_claims(members: Mapping[str, MemberSubscription], topics: Mapping[str, int]) -> dict[str, MemberSubscription]:
@@ -73,17 +92,10 @@ def _settle_claims(members: Mapping[str, MemberSubscription], topics: Mapping[st
     still subscribes to that exist, and that no member of a newer or the same generation
     also claims."""
     keep: dict[str, dict[str, frozenset[int]]] = {m: {} for m in members}
-    for t in topics:
-        claims = [(m, members[m].generation, frozenset(valid_owned(members[m], t, topics[t])))
-                  for m in sorted(members) if t in members[m].owned and t in members[m].topics]
-        claimed: set[int] = set()
-        contested: set[int] = set()
-        for _, _, parts in claims:
-            contested |= claimed & parts
-            claimed |= parts
-        for m, gen, parts in claims:
+    for t, (topic_claims, _, contested) in _claims_by_topic(members, topics, subscribed_only=True).items():
+        for m, gen, parts in topic_claims:
             if parts & contested:
-                parts = frozenset(p for p in parts if p not in contested or _wins(m, gen, p, claims))
+                parts = frozenset(p for p in parts if p not in contested or _wins(m, gen, p, topic_claims))
             if parts:
                 keep[m][t] = parts
     return {
@@ -93,4 +105,5 @@ def _settle_claims(members: Mapping[str, MemberSubscription], topics: Mapping[st
 
 
 def _wins(member, generation, partition, claims) -> bool:
+    """Whether `member` claims `partition` in a newer generation than everyone else who does."""
     return all(gen < generation for o, gen, parts in claims if o != member and partition in parts)
