@@ -15,11 +15,23 @@ a snapshot plus its updates gives the same batches however they are grouped.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left, bisect_right
 from typing import Iterable
 
 from .records import PersisterStateBatch
 
 __all__ = ["combine_state_batches"]
+
+# Below this many stored batches, windowing costs more than it saves.
+_WINDOW_MIN = 16
+
+
+def _first_offset(b: PersisterStateBatch) -> int:
+    return b.first_offset
+
+
+def _last_offset(b: PersisterStateBatch) -> int:
+    return b.last_offset
 
 
 def combine_state_batches(batches_so_far: Iterable[PersisterStateBatch],
@@ -27,7 +39,21 @@ def combine_state_batches(batches_so_far: Iterable[PersisterStateBatch],
                           start_offset: int) -> list[PersisterStateBatch]:
     """Merge two batch lists (in any order, overlapping or not) into sorted, disjoint,
     coalesced batches, none below `start_offset` (-1: keep everything)."""
-    batches = _prune([*batches_so_far, *new_batches], start_offset)
+    so_far = list(batches_so_far)
+    new = list(new_batches)
+    if new and len(so_far) > _WINDOW_MIN and _is_normal(so_far):
+        # The usual write: a few new batches against a long stored list. Stored batches
+        # that neither overlap nor touch the span of the new ones stay as they are.
+        lo = min(b.first_offset for b in new) - 1
+        hi = max(b.last_offset for b in new) + 1
+        i = bisect_left(so_far, lo, key=_last_offset)
+        j = bisect_right(so_far, hi, key=_first_offset)
+        return (_prune_sorted(so_far[:i], start_offset) + _merge(_prune(so_far[i:j] + new, start_offset))
+                + _prune_sorted(so_far[j:], start_offset))
+    return _merge(_prune(so_far + new, start_offset))
+
+
+def _merge(batches: list[PersisterStateBatch]) -> list[PersisterStateBatch]:
     if len(batches) < 2:
         return batches
     batches.sort()
@@ -66,6 +92,16 @@ def _prune(batches: list[PersisterStateBatch], start_offset: int) -> list[Persis
         if b.last_offset < start_offset:
             continue
         kept.append(b if b.first_offset >= start_offset else b._replace(first_offset=start_offset))
+    return kept
+
+
+def _prune_sorted(batches: list[PersisterStateBatch], start_offset: int) -> list[PersisterStateBatch]:
+    """`_prune` for sorted, disjoint batches, without looking at each one."""
+    if start_offset == -1:
+        return batches
+    kept = batches[bisect_left(batches, start_offset, key=_last_offset):]
+    if kept and kept[0].first_offset < start_offset:
+        kept[0] = kept[0]._replace(first_offset=start_offset)
     return kept
 
 

@@ -130,3 +130,24 @@ def test_order_of_writes_does_not_matter(a, b, c):
     left = combine_state_batches(combine_state_batches(a, b, -1), c, -1)
     right = combine_state_batches(a, combine_state_batches(c, b, -1), -1)
     assert left == right
+
+
+wide_batch = st.builds(lambda first, length, state, count: B(first, first + length, state, count),
+                       st.integers(0, 600), st.integers(0, 6), st.sampled_from([AVAILABLE, ACKED, ARCHIVED]),
+                       st.integers(0, 2))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(wide_batch, min_size=30, max_size=60), batch_lists, st.sampled_from([-1, 0, 30, 300]))
+def test_a_long_stored_list_against_a_few_new_batches(stored, new, start_offset):
+    stored = combine_state_batches(stored, [], -1)  # as the shard keeps it
+    out = combine_state_batches(stored, new, start_offset)
+    assert _expand(out) == _model(stored + new, start_offset)
+    assert out == combine_state_batches([], stored + new, start_offset)
+
+
+def test_a_long_stored_list_is_only_touched_where_the_new_batches_are():
+    stored = [B(i * 3, i * 3 + 1, ACKED if i % 2 else AVAILABLE, 1) for i in range(100)]
+    out = combine_state_batches(stored, [B(31, 33, ARCHIVED, 2)], 4)
+    assert out == ([B(4, 4, ACKED, 1)] + stored[2:10]
+                   + [B(30, 30, AVAILABLE, 1), B(31, 33, ARCHIVED, 2), B(34, 34, ACKED, 1)] + stored[12:])
