@@ -27,7 +27,7 @@ def snapshot(shard) -> dict:
         groups[gid] = (g.type, str(g.state), g.generation_id, g.protocol_type, g.protocol_name, g.leader_id,
                        g.current_state_timestamp, g.subscribed_topics,
                        [(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-                         m.session_timeout_ms, m.metadata(g.protocol_name), m.assignment)
+                         m.session_timeout_ms, dict(m.protocols).get(g.protocol_name), m.assignment)
                         for m in g.members.values()])
     return {"groups": groups, "offsets": shard.offsets.offsets}
 
