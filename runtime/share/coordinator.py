@@ -217,7 +217,7 @@ class ShareCoordinatorShard:
                     p.partition, start_offset=UNINITIALIZED_START_OFFSET,
                     delivery_complete_count=UNINITIALIZED_DELIVERY_COMPLETE_COUNT)
             return [], ReadStateSummaryPartitionResult(
-                p.partition, state_epoch=current.state_epoch, leader_epoch=self.leader_epochs.get(key, 0),
+                p.partition, state_epoch=current.state_epoch, leader_epoch=current.leader_epoch,
                 start_offset=current.start_offset, delivery_complete_count=current.delivery_complete_count)
 
         results, _ = self._serve(request, summary, ReadStateSummaryPartitionResult)
