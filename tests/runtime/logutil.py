@@ -20,8 +20,9 @@ def append_kv(log: FileLog, n: int, timestamp: int = 0) -> int:
 
 
 def values(batches) -> list[int]:
-    """The record values in these (uncompacted) batches, in order."""
-    return [r.value.value for b in batches for r in decode_records(b.payload, b.base_offset)]
+    """The record values in these (uncompacted) batches, in order; None for a tombstone."""
+    return [None if r.value is None else r.value.value
+            for b in batches for r in decode_records(b.payload, b.base_offset)]
 
 
 def segment_path(log: FileLog, i: int) -> str:
