@@ -35,7 +35,7 @@ from ..messages.consumer import (
 from ..messages.group import DescribedGroup, DescribedGroupMember, ListedGroup
 from . import records as R
 from .modern import (
-    EMPTY, Assignment, ModernGroup, ModernGroupConfig, assignment_timer_key, compute_target_assignment,
+    EMPTY, Assignment, AssignmentPacer, ModernGroup, ModernGroupConfig, assignment_timer_key, compute_target_assignment,
     metadata_hash, rebalance_timeout_key, session_timeout_key,
 )
 from .reconcile import MemberState, is_reconciled_to, reconcile
@@ -253,6 +253,7 @@ class ConsumerGroupManager:
         self.assignors = {name: (assignors[name] if assignors and name in assignors else server_assignor(name))
                           for name in self.config.assignors}
         self.topics: dict[str, int] | None = None
+        self.pacer = AssignmentPacer(self.config.assignment_interval_ms)
         self._patterns: dict[str, re.Pattern] = {}
 
     def replayers(self) -> dict:
@@ -408,7 +409,7 @@ class ConsumerGroupManager:
         # 2. the target assignment
         target_epoch = group.assignment_epoch
         if group_epoch > group.assignment_epoch:
-            due = group.assignment_due(now_ms, self.config.assignment_interval_ms)
+            due = self.pacer.due(group_id, now_ms)
             if due is None:
                 members = dict(group.members)
                 if replaced is not None:
@@ -416,7 +417,7 @@ class ConsumerGroupManager:
                 members[member_id] = updated
                 inherit = {member_id: replaced.member_id} if replaced is not None else {}
                 targets = self._assign(group, group_epoch, members, previous, updated, resolved, inherit, records)
-                group.last_assignment_ms = now_ms
+                self.pacer.ran(group_id, now_ms)
                 target_epoch, target = group_epoch, targets.get(member_id, EMPTY)
             else:
                 self._schedule_assignment(group_id, due)
@@ -564,7 +565,7 @@ class ConsumerGroupManager:
             return Result()
         records: list = []
         self._assign(group, group.group_epoch, dict(group.members), None, None, {}, {}, records)
-        group.last_assignment_ms = now_ms
+        self.pacer.ran(group_id, now_ms)
         return Result(records)
 
     def _live_group(self, group_id: str) -> ConsumerGroup | None:

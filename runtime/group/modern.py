@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Mapping
 
 from ..assignors import MemberSubscription
 
-__all__ = ["Assignment", "ModernGroup", "ModernGroupConfig", "metadata_hash", "compute_target_assignment",
+__all__ = ["Assignment", "AssignmentPacer", "ModernGroup", "ModernGroupConfig", "metadata_hash", "compute_target_assignment",
            "frozen_assignment", "session_timeout_key", "rebalance_timeout_key", "assignment_timer_key"]
 
 # {topic: frozenset(partitions)}; a topic with no partitions is left out
@@ -108,8 +108,6 @@ class ModernGroup:
         # (topic, partition) -> the member that owns it (assigned or pending revocation)
         self.partition_owner: dict[tuple[str, int], str] = {}
         self.subscribed_topic_counts: dict[str, int] = {}
-        # soft state: when the assignor last ran, for group.*.assignment.interval.ms
-        self.last_assignment_ms: int | None = None
 
     # ------------------------------------------------------------------ views
 
@@ -155,13 +153,6 @@ class ModernGroup:
                 counts[t] = counts.get(t, 0) + 1
         return counts
 
-    def assignment_due(self, now_ms: int, interval_ms: int) -> int | None:
-        """None if the assignor may run now, else when it may next run."""
-        if interval_ms <= 0 or self.last_assignment_ms is None:
-            return None
-        due = self.last_assignment_ms + interval_ms
-        return None if now_ms >= due else due
-
     # ------------------------------------------------------------------ replay (hard state)
 
     def apply_member(self, member) -> None:
@@ -203,6 +194,27 @@ class ModernGroup:
             for p in partitions:
                 if owners.get((topic, p)) == member.member_id:
                     del owners[(topic, p)]
+
+
+class AssignmentPacer:
+    """When each group's assignor last ran (soft state, kept by the manager because a new
+    group object only exists once its records are replayed): the assignor runs at most once
+    per group.*.assignment.interval.ms."""
+
+    def __init__(self, interval_ms: int) -> None:
+        self.interval_ms = interval_ms
+        self._last: dict[str, int] = {}
+
+    def due(self, group_id: str, now_ms: int) -> int | None:
+        """None if the assignor may run now, else when it may next run."""
+        last = self._last.get(group_id)
+        if self.interval_ms <= 0 or last is None or now_ms >= last + self.interval_ms:
+            return None
+        return last + self.interval_ms
+
+    def ran(self, group_id: str, now_ms: int) -> None:
+        if self.interval_ms > 0:
+            self._last[group_id] = now_ms
 
 
 def _owned(member):

@@ -18,6 +18,7 @@ from ..messages.group import (
     OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
 )
 from .classic import ClassicGroupManager
+from .consumer import ConsumerGroupManager
 from .offsets import OffsetMetadataManager
 from .records import GroupMetadataKey, OffsetCommitKey, group_metadata_tombstone
 
@@ -33,9 +34,11 @@ class GroupCoordinatorShard:
         self.offsets = OffsetMetadataManager(context.config, self.groups)
         self.classic = ClassicGroupManager(context, self.groups)
         self.retention_check_interval_ms = int(context.config.get("offsets.retention.check.interval.ms", 600000))
+        self.consumer = ConsumerGroupManager(context, self.groups)
         self.replayers = {
             OffsetCommitKey: self.offsets.replay_offset_commit,
             GroupMetadataKey: self.classic.replay_group_metadata,
+            **self.consumer.replayers(),
         }
 
     # ------------------------------------------------------------------ records and lifecycle
@@ -48,6 +51,7 @@ class GroupCoordinatorShard:
 
     def on_loaded(self, now_ms: int) -> None:
         self.classic.on_loaded(now_ms)
+        self.consumer.on_loaded(now_ms)
         self._schedule_expiry(now_ms)
 
     # ------------------------------------------------------------------ classic group protocol
@@ -64,6 +68,21 @@ class GroupCoordinatorShard:
 
     def leave_group(self, request: LeaveGroupRequest, now_ms: int) -> Result:
         return self.classic.leave_group(request, now_ms)
+
+    # ------------------------------------------------------------------ KIP-848 consumer group protocol
+
+    def consumer_group_heartbeat(self, request, now_ms: int, new_member_id: str,
+                                 client_id: str = "", client_host: str = "") -> Result:
+        return self.consumer.consumer_group_heartbeat(request, now_ms, new_member_id, client_id, client_host)
+
+    def consumer_group_describe(self, group_ids) -> list:
+        """A read: a ConsumerGroupDescribeResponseDescribedGroup per id."""
+        return self.consumer.consumer_group_describe(group_ids)
+
+    def update_topics(self, topics, now_ms: int) -> Result:
+        """The topics (name -> partition count) consumer groups subscribe to; call it after
+        every load, and whenever topics change."""
+        return self.consumer.update_topics(topics, now_ms)
 
     # ------------------------------------------------------------------ offsets
 

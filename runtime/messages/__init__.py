@@ -4,4 +4,5 @@ from .topics import *  # noqa: F401,F403
 from .txn import *  # noqa: F401,F403
 from .group import *  # noqa: F401,F403
 from .share_state import *  # noqa: F401,F403
+from .consumer import *  # noqa: F401,F403
 from .share import *  # noqa: F401,F403
