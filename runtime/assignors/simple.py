@@ -62,7 +62,7 @@ def simple(
 
 def desired_sharing(num_members: int, num_partitions: int) -> int:
     """How many members share each partition: ceil(members / partitions)."""
-    return -(-num_members // num_partitions) if num_partitions else 0
+    return _ceil_div(num_members, num_partitions) if num_partitions else 0
 
 
 def desired_counts(num_members: int, num_partitions: int) -> list[int]:

@@ -237,3 +237,20 @@ def test_property_join_minimal_moves(n):
         after = uniform(joined, topics)
         check_exclusive(joined, topics, after)
         assert moves(before, after) == sizes(after)["new"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(groups(), st.data())
+def test_property_rack_aware_keeps_the_invariants(case, data):
+    members, topics = case
+    first = next(iter(members.values())).topics
+    rack_of = {m: data.draw(st.sampled_from(["r0", "r1", "r2", None])) for m in members}
+    members = {m: M(first, owned=s.owned, rack=rack_of[m]) for m, s in members.items()}
+    racks = {(t, p): set(data.draw(st.sets(st.sampled_from(["r0", "r1", "r2"]), max_size=2)))
+             for t, n in topics.items() for p in range(n)}
+    result = uniform(members, topics, partition_racks=racks)
+    check_exclusive(members, topics, result)
+    assert spread(result) <= 1
+    again = uniform(with_owned(members, result), topics, partition_racks=racks)
+    check_exclusive(members, topics, again)
+    assert spread(again) <= 1
