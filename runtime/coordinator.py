@@ -97,7 +97,11 @@ class PendingWrite:
         self.done = True
         callbacks, self._callbacks = self._callbacks, []
         for fn in callbacks:
-            fn(self)
+            try:
+                fn(self)
+            except Exception:
+                # One owner's broken callback must not keep the rest of a batch waiting.
+                log.exception("a PendingWrite callback failed")
 
     def result(self) -> Any:
         if not self.done:
@@ -156,6 +160,7 @@ class CoordinatorRuntime(Generic[S]):
         self._deferred: dict[Hashable, PendingWrite] = {}
         # Bumped by every revert: an operation computed before one must not be applied after.
         self._reverts = 0
+        self._loads = 0
 
     # ------------------------------------------------------------------ loading
 
@@ -164,6 +169,8 @@ class CoordinatorRuntime(Generic[S]):
         answer COORDINATOR_LOAD_IN_PROGRESS between steps; exhaust it to finish. Anything
         still pending from before fails with NOT_COORDINATOR."""
         self._fail_batch(KafkaError(Errors.NOT_COORDINATOR, f"{self.name} is reloading"))
+        self._loads += 1
+        load_id = self._loads
         self.state = CoordinatorState.LOADING
         self.timer.clear()
         self.shard = None
@@ -189,11 +196,15 @@ class CoordinatorRuntime(Generic[S]):
                     if gc_was_enabled:
                         gc.enable()
                     yield LoadProgress(batches, records, nbytes, total, False)
+                    if self.state is not CoordinatorState.LOADING or self._loads != load_id:
+                        return  # closed, or loaded again, while this load was paused
                     gc.disable()
             on_loaded = getattr(shard, "on_loaded", None)
             if on_loaded is not None:
                 on_loaded(now_ms)
         except BaseException:
+            if self.state is not CoordinatorState.LOADING or self._loads != load_id:
+                raise  # a stale load, abandoned: the runtime belongs to another now
             self.state = CoordinatorState.FAILED
             self.timer.clear()
             if self.log is not None:

@@ -32,6 +32,7 @@ class KvShard:
         self.expiries: dict[str, int] = {}
         self.offsets: list[int] = []
         self.loaded_at: int | None = None
+        self.unloaded = False
 
     def replay(self, offset: int, record: Record) -> None:
         self.offsets.append(offset)
@@ -52,6 +53,9 @@ class KvShard:
         self.loaded_at = now_ms
         for key, deadline in self.expiries.items():
             self._schedule_expiry(key, deadline)
+
+    def on_unloaded(self) -> None:
+        self.unloaded = True
 
     def state(self) -> tuple:
         return dict(self.data), dict(self.expiries)

@@ -254,3 +254,51 @@ def test_close_fails_pending_and_deferred_with_not_coordinator(tmp_path):
         h.runtime.write(put("c", 3), 0)
     assert info.value.error is Errors.NOT_COORDINATOR
     assert h.reload().data == {"a": 1}  # the unflushed batch was never written
+
+
+def test_close_while_loading_stops_the_load(tmp_path):
+    h = ShardHarness(str(tmp_path), KvShard)
+    for i in range(4):
+        h.call(put(f"k{i}", i))
+    h.runtime.close()
+    rt = CoordinatorRuntime("__test-0", 0, KvShard, h.runtime._open_log)
+    steps = rt.load(0, progress_every=1)
+    next(steps)
+    rt.close()
+    assert list(steps) == [] and rt.state is CoordinatorState.CLOSED and rt.shard is None
+
+
+def test_a_second_load_supersedes_a_paused_one(tmp_path):
+    h = ShardHarness(str(tmp_path), KvShard)
+    for i in range(4):
+        h.call(put(f"k{i}", i))
+    rt = h.runtime
+    stale = rt.load(0, progress_every=1)
+    next(stale)
+    progress = rt.load_all(5)
+    assert progress.records == 4 and rt.state is CoordinatorState.ACTIVE
+    assert list(stale) == [] and rt.state is CoordinatorState.ACTIVE
+    paused = rt.load(0, progress_every=1)
+    next(paused)
+    rt.load_all(6)
+    paused.close()  # abandoned: leaves the newer load's result alone
+    assert rt.state is CoordinatorState.ACTIVE and rt.shard.loaded_at == 6
+
+
+def test_a_failing_callback_does_not_hold_up_the_batch(tmp_path):
+    rt = runtime_for(tmp_path)
+    first = rt.write(put("a", 1), 0)
+    second = rt.write(put("b", 2), 0)
+    first.add_done_callback(lambda p: 1 / 0)
+    rt.flush(0)
+    assert first.done and second.done and second.result() == "put b"
+
+
+def test_an_empty_log_loads_at_once_and_unloading_tells_the_shard(tmp_path):
+    rt = CoordinatorRuntime("__kv-0", 0, KvShard, lambda: FileLog(str(tmp_path / "kv"), LogConfig(fsync=False)))
+    (progress,) = list(rt.load(3))
+    assert (progress.batches, progress.records, progress.bytes, progress.done) == (0, 0, 0, True)
+    shard = rt.shard
+    assert shard.loaded_at == 3 and not shard.unloaded
+    rt.close()
+    assert shard.unloaded and rt.log is None
