@@ -76,7 +76,10 @@ def _transition(member, to: MemberState, epoch: int, target_epoch: int, assigned
     elif pending or epoch != target_epoch:
         raise IllegalMemberTransition(f"member {member.member_id}: {to} needs epoch {target_epoch} "
                                       f"and nothing pending revocation")
-    return dataclasses.replace(member, state=to, member_epoch=epoch, previous_member_epoch=member.member_epoch,
+    # the previous epoch is the last different one: a member whose response was lost may
+    # still heartbeat with it
+    previous = member.previous_member_epoch if epoch == member.member_epoch else member.member_epoch
+    return dataclasses.replace(member, state=to, member_epoch=epoch, previous_member_epoch=previous,
                                assigned_partitions=assigned, partitions_pending_revocation=pending)
 
 
