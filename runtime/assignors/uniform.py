@@ -253,12 +253,75 @@ def _heterogeneous(ids, members, topics, racks) -> Assignment:
                 moved += _balance_topic(t, subscribers[t], held[t], load)
         if not moved:
             break
+    member_topics = [[] for _ in ids]
+    for t in sorted_topics:
+        for i in subscribers[t]:
+            member_topics[i].append(t)
+    _balance_along_chains(member_topics, subscribers, held, load)
 
     for t in sorted_topics:
         for i, parts in held[t].items():
             if parts:
                 result[ids[i]][t] = parts
     return result
+
+
+def _balance_along_chains(member_topics, subscribers, held, load) -> None:
+    """Per-topic balancing cannot see that A may pass a partition of t1 to B while B passes
+    one of t2 to C. Find such chains, shortest first, from a member to one holding at least
+    two partitions fewer, and shift one partition along each link (the members in between
+    keep their counts), until no chain is left."""
+    for _ in range(len(load)):
+        chain = _find_chain(member_topics, subscribers, held, load)
+        if chain is None:
+            return
+        for giver, topic, taker in chain:
+            p = max(held[topic][giver])
+            held[topic][giver].discard(p)
+            held[topic][taker].add(p)
+        load[chain[0][0]] -= 1
+        load[chain[-1][2]] += 1
+
+
+def _find_chain(member_topics, subscribers, held, load):
+    """Breadth-first from the most loaded members down. A member already reached from a
+    source at least as loaded need not be searched from again: whatever it reaches was
+    already checked against a looser bound."""
+    lowest = min(load)
+    parent: dict[int, tuple[int, str] | None] = {}
+    expanded: set[str] = set()
+    for source in sorted(range(len(load)), key=lambda i: (-load[i], i)):
+        bound = load[source] - 2
+        if bound < lowest:
+            return None
+        if source in parent:
+            continue
+        parent[source] = None
+        queue = deque([source])
+        while queue:
+            giver = queue.popleft()
+            for t in member_topics[giver]:
+                # A topic's subscribers are all reached the first time it is expanded.
+                if t in expanded or not held[t].get(giver):
+                    continue
+                expanded.add(t)
+                for taker in subscribers[t]:
+                    if taker in parent:
+                        continue
+                    parent[taker] = (giver, t)
+                    if load[taker] <= bound:
+                        return _unwind(parent, taker)
+                    queue.append(taker)
+    return None
+
+
+def _unwind(parent, end):
+    chain = []
+    while parent[end] is not None:
+        giver, topic = parent[end]
+        chain.append((giver, topic, end))
+        end = giver
+    return chain[::-1]
 
 
 def _least_loaded(heap, load, members, ids, racks, topic, partition):

@@ -128,7 +128,9 @@ def test_heterogeneous_subscriptions():
     result = uniform(members, topics)
     check_exclusive(members, topics, result)
     assert result["c"]["v"] == set(range(7))  # only c can take v
-    assert sizes(result) == {"a": 7, "b": 6, "c": 8}
+    # Per topic, t (a, b) and u (a, c) look balanced at 7/6 and 7/8; only the chain
+    # c -u-> a -t-> b evens it out, which Kafka's uniform assignor leaves undone.
+    assert sizes(result) == {"a": 7, "b": 7, "c": 7}
     assert uniform(with_owned(members, result), topics) == result
 
 
