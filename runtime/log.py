@@ -475,15 +475,17 @@ class FileLog:
     def delete_segments(self, files: list[str]) -> None:
         """Retention: delete closed segments at the head of the log; the log start offset
         moves to the first remaining segment."""
-        heads = [s.file for s in self.manifest.segments[:len(files)]]
-        if heads != list(files) or any(s.end_offset is None for s in self.manifest.segments[:len(files)]):
-            raise ValueError("only closed segments at the head of the log can be deleted")
-
         def drop(m: Manifest) -> None:
-            m.segments = [s for s in m.segments if s.file not in files]
+            # Checked against the manifest on disk: a compaction may have swapped segments.
+            head = m.segments[:len(files)]
+            if [s.file for s in head] != list(files) or any(s.end_offset is None for s in head):
+                raise ValueError("only closed segments at the head of the log can be deleted")
+            del m.segments[:len(files)]
             m.log_start_offset = max(m.log_start_offset, m.segments[0].base_offset)
 
+        active = self.active_segment
         self.manifest = update_manifest(self.directory, drop)
+        self.manifest.segments[-1] = active  # the writer's own record of its active segment
         for f in files:
             self._index.pop(f, None)
             try:

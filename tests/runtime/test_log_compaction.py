@@ -169,3 +169,21 @@ def test_a_rebuilt_manifest_after_compacting_everything_starts_a_fresh_active_se
     assert [(s.file, s.end_offset) for s in reopened.manifest.segments] == [
         (replacement.file, replacement.end_offset), (active.file, None)]
     assert reopened.end_offset == replacement.end_offset
+
+
+def test_retention_after_a_swap_checks_the_manifest_on_disk(tmp_path):
+    log = kv_log(tmp_path, 4)
+    closed = log.manifest.segments[:-1]
+    with compaction_lock(log.directory):
+        replacement = compact(log.directory, closed[:2])
+        swap_segments(log.directory, [s.file for s in closed[:2]], [replacement])
+    # The writer still has the old names; deleting them is refused and changes nothing.
+    with pytest.raises(ValueError):
+        log.delete_segments([closed[0].file])
+    log.delete_segments([replacement.file])
+    assert log.log_start_offset == closed[2].base_offset
+    assert [s.file for s in read_manifest(log.directory).segments] == [s.file for s in closed[2:]] + [
+        log.active_segment.file]
+    append_kv(log, 1)
+    log.flush()
+    assert log.active_segment.size == os.path.getsize(os.path.join(log.directory, log.active_segment.file))
