@@ -30,6 +30,17 @@ from .retry import call
 log = logging.getLogger(__name__)
 
 
+# The coordinator actors a deployment runs: (actor class path, name function, the config key
+# that says how many state partitions, and so actors, there are). Each is built with
+# (data_dir, partition, config) and has `ready()` and `status()`.
+COORDINATORS: list[tuple[str, Any, str]] = []
+
+
+def _load_class(path: str):
+    module, _, name = path.rpartition(".")
+    return getattr(__import__(module, fromlist=[name]), name)
+
+
 class DeploymentNotFound(Exception):
     """`Cluster.connect` found no shoal deployment in the namespace."""
 
@@ -123,6 +134,17 @@ class Cluster:
         status = ray.get(controller.ready.remote(), timeout=120)
         if status["state"] != "active":
             raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"the controller did not load: {status['error']}")
+        refs = []
+        for class_path, name_for, count_key in COORDINATORS:
+            for partition in range(int(config[count_key])):
+                name = name_for(partition)
+                handle = _remote(_load_class(class_path), name, namespace, detached, config).remote(
+                    data_dir, partition, config)
+                cluster._handles[name] = handle
+                refs.append(handle.ready.remote())
+        for status in ray.get(refs, timeout=120):
+            if status["state"] != "active":
+                raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"{status['name']} did not load: {status['error']}")
         # Partition leaders of topics that survive from an earlier run of this data dir.
         for topic in cluster.describe_topics():
             cluster._start_partition_leaders(topic, range(topic.partitions))
