@@ -585,41 +585,52 @@ def read_batches(directory: str, from_offset: int = 0, upto: int | None = None, 
                  *, writer: FileLog | None = None) -> Iterator[Batch]:
     """Read a log folder from any process. Closed segments must be whole (corruption raises
     CorruptRecordError naming the file and offset); the active segment may end in a torn
-    tail, which is where reading stops."""
-    for attempt in range(2):
-        manifest = writer.manifest if writer is not None and attempt == 0 else read_manifest(directory)
-        if manifest is None:
-            manifest = rebuild_manifest(directory)
+    tail, which is where reading stops.
+
+    The reader sees one consistent snapshot: the files one manifest lists are opened
+    together under the manifest lock, so a compaction that swaps them while the reader is
+    paused (a load between two steps) changes nothing for it; POSIX keeps an unlinked file
+    readable through an open descriptor."""
+    files = _open_snapshot(directory, from_offset, upto, writer)
+    try:
+        yield from _read_segments(files, from_offset, upto, max_bytes)
+    finally:
+        for _, f, _ in files:
+            f.close()
+
+
+def _open_snapshot(directory: str, from_offset: int, upto: int | None,
+                   writer: FileLog | None) -> list[tuple[SegmentInfo, object, bool]]:
+    """(segment, open file, is active) for the segments holding [from_offset, upto)."""
+    with _FileLock(os.path.join(directory, MANIFEST_LOCK)):
+        manifest = read_manifest(directory) or rebuild_manifest(directory)
+        if writer is not None:
+            # The writer knows its active segment best; the closed ones come from the disk.
+            writer.manifest.segments[:-1] = manifest.segments[:-1]
+            writer.manifest.log_start_offset = manifest.log_start_offset
+            manifest = writer.manifest
+        segments = manifest.segments
+        files = []
         try:
-            yield from _read_segments(directory, manifest, from_offset, upto, max_bytes)
-            return
-        except FileNotFoundError:
-            # A compaction swapped segments under us: read the new manifest and go on.
-            if writer is not None:
-                with _FileLock(os.path.join(directory, MANIFEST_LOCK)):
-                    fresh = read_manifest(directory)
-                if fresh is not None:
-                    writer.manifest.segments[:-1] = fresh.segments[:-1]
-                    writer.manifest.log_start_offset = fresh.log_start_offset
-            if attempt:
-                raise
+            for i, seg in enumerate(segments):
+                nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
+                if nxt is not None and nxt <= from_offset:
+                    continue
+                if upto is not None and seg.base_offset >= upto:
+                    break
+                files.append((seg, open(os.path.join(directory, seg.file), "rb"), i == len(segments) - 1))
+        except BaseException:
+            for _, f, _ in files:
+                f.close()
+            raise
+    return files
 
 
-def _read_segments(directory: str, manifest: Manifest, from_offset: int, upto: int | None,
-                   max_bytes: int | None) -> Iterator[Batch]:
-    segments = manifest.segments
+def _read_segments(files: list, from_offset: int, upto: int | None, max_bytes: int | None) -> Iterator[Batch]:
     budget = max_bytes
     first = True
-    for i, seg in enumerate(segments):
-        nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
-        if nxt is not None and nxt <= from_offset:
-            continue
-        if upto is not None and seg.base_offset >= upto:
-            return
-        is_active = i == len(segments) - 1
-        with open(os.path.join(directory, seg.file), "rb") as f:
-            data = f.read()
-        batches, _ = scan_batches(data, strict=not is_active, name=seg.file, base_offset=seg.base_offset)
+    for seg, f, is_active in files:
+        batches, _ = scan_batches(f.read(), strict=not is_active, name=seg.file, base_offset=seg.base_offset)
         for b in batches:
             if b.last_offset < from_offset:
                 continue

@@ -187,3 +187,22 @@ def test_retention_after_a_swap_checks_the_manifest_on_disk(tmp_path):
     append_kv(log, 1)
     log.flush()
     assert log.active_segment.size == os.path.getsize(os.path.join(log.directory, log.active_segment.file))
+
+
+def test_a_paused_load_is_not_disturbed_by_a_swap(tmp_path):
+    log = kv_log(tmp_path, 5)
+    directory = log.directory
+    full = load_state(directory)
+    closed = log.manifest.segments[:-1]
+    runtime = CoordinatorRuntime("__kv-0", 0, KvShard, lambda: FileLog(directory, LogConfig(segment_bytes=300)))
+    steps = runtime.load(0, progress_every=1)
+    next(steps)
+    with compaction_lock(directory):
+        swap_segments(directory, [s.file for s in closed], [compact(directory, closed)])
+    list(steps)
+    # The load read the snapshot it started from: every record once, in order.
+    assert (runtime.shard.data, runtime.shard.offsets) == full
+    runtime.close()
+    log.close()
+    data, offsets = load_state(directory)
+    assert data == full[0] and len(offsets) < len(full[1])
