@@ -213,12 +213,17 @@ def test_reload_gives_the_same_state(tmp_path):
     assert {k: shard.context.timer.deadline(f"expire-{k}") for k in shard.data} == timers
 
 
-def test_loading_step_by_step_answers_load_in_progress(tmp_path):
+def unloaded_runtime(tmp_path, records: int) -> CoordinatorRuntime:
+    """A runtime, not loaded yet, over a log of `records` single-record batches."""
     h = ShardHarness(str(tmp_path), KvShard)
-    for i in range(5):
+    for i in range(records):
         h.call(put(f"k{i}", i))
     h.runtime.close()
-    rt = CoordinatorRuntime("__test-0", 0, KvShard, h.runtime._open_log)
+    return CoordinatorRuntime("__test-0", 0, KvShard, h.runtime._open_log)
+
+
+def test_loading_step_by_step_answers_load_in_progress(tmp_path):
+    rt = unloaded_runtime(tmp_path, 5)
     with pytest.raises(KafkaError) as info:
         rt.write(put("x", 1), 0)
     assert info.value.error is Errors.NOT_COORDINATOR  # not loaded yet
@@ -257,11 +262,7 @@ def test_close_fails_pending_and_deferred_with_not_coordinator(tmp_path):
 
 
 def test_close_while_loading_stops_the_load(tmp_path):
-    h = ShardHarness(str(tmp_path), KvShard)
-    for i in range(4):
-        h.call(put(f"k{i}", i))
-    h.runtime.close()
-    rt = CoordinatorRuntime("__test-0", 0, KvShard, h.runtime._open_log)
+    rt = unloaded_runtime(tmp_path, 4)
     steps = rt.load(0, progress_every=1)
     next(steps)
     rt.close()
@@ -269,10 +270,8 @@ def test_close_while_loading_stops_the_load(tmp_path):
 
 
 def test_a_second_load_supersedes_a_paused_one(tmp_path):
-    h = ShardHarness(str(tmp_path), KvShard)
-    for i in range(4):
-        h.call(put(f"k{i}", i))
-    rt = h.runtime
+    rt = unloaded_runtime(tmp_path, 4)
+    rt.load_all(0)
     stale = rt.load(0, progress_every=1)
     next(stale)
     progress = rt.load_all(5)
