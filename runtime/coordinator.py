@@ -246,7 +246,7 @@ class CoordinatorRuntime(Generic[S]):
         if self.state is CoordinatorState.LOADING:
             raise KafkaError(Errors.COORDINATOR_LOAD_IN_PROGRESS, f"{self.name} is loading")
         if self.state is CoordinatorState.FAILED:
-            raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"{self.name} failed to load")
+            raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"{self.name} failed to load its log")
         raise KafkaError(Errors.NOT_COORDINATOR, f"{self.name} is not active")
 
     def write(self, operation: Callable[[S, int], Result], now_ms: int) -> PendingWrite:

@@ -311,10 +311,15 @@ class FileLog:
 
     def _open(self) -> None:
         with _FileLock(os.path.join(self.directory, MANIFEST_LOCK)):
-            manifest = read_manifest(self.directory)
+            try:
+                manifest = read_manifest(self.directory)
+                problem = "manifest missing"
+            except (ValueError, KeyError, TypeError) as e:
+                manifest = None
+                problem = f"manifest unreadable ({e})"
             if manifest is None:
                 if any(_SEGMENT_RE.match(n) or _COMPACTED_RE.match(n) for n in os.listdir(self.directory)):
-                    self.recovered.append("manifest missing: rebuilt from the segment files")
+                    self.recovered.append(f"{problem}: rebuilt from the segment files")
                 manifest = rebuild_manifest(self.directory)
             if not manifest.segments:
                 manifest.segments.append(SegmentInfo(segment_file_name(0), 0))
@@ -618,7 +623,13 @@ def _open_snapshot(directory: str, from_offset: int, upto: int | None,
                     continue
                 if upto is not None and seg.base_offset >= upto:
                     break
-                files.append((seg, open(os.path.join(directory, seg.file), "rb"), i == len(segments) - 1))
+                try:
+                    f = open(os.path.join(directory, seg.file), "rb")
+                except FileNotFoundError:
+                    raise CorruptRecordError(f"segment {seg.file} is in the manifest but not on disk",
+                                             log=os.path.basename(os.path.normpath(directory)),
+                                             offset=seg.base_offset) from None
+                files.append((seg, f, i == len(segments) - 1))
         except BaseException:
             for _, f, _ in files:
                 f.close()

@@ -288,3 +288,30 @@ def test_a_failed_fsync_drops_what_was_not_durable(tmp_path):
         log.flush()
     assert (log.end_offset, log.durable_offset) == (2, 2)
     assert os.path.getsize(segment_path(log, 0)) == size
+
+
+def test_an_unreadable_manifest_is_rebuilt(tmp_path):
+    log = open_log(tmp_path, segment_bytes=400)
+    for _ in range(15):
+        append_kv(log, 2)
+    log.flush()
+    files = [s.file for s in log.manifest.segments]
+    log.close()
+    with open(os.path.join(log.directory, MANIFEST), "wb") as f:
+        f.write(b'{"segments": [{"fi')
+    log = open_log(tmp_path, segment_bytes=400)
+    assert [s.file for s in log.manifest.segments] == files
+    assert len(log.recovered) == 1 and log.recovered[0].startswith("manifest unreadable")
+    assert values(log.read()) == list(range(30))
+
+
+def test_a_segment_missing_from_disk_is_a_clear_error(tmp_path):
+    log = open_log(tmp_path, segment_bytes=400)
+    while len(log.manifest.segments) < 3:
+        append_kv(log, 2)
+    log.flush()
+    lost = log.manifest.segments[1]
+    os.unlink(os.path.join(log.directory, lost.file))
+    with pytest.raises(CorruptRecordError, match="not on disk") as info:
+        list(read_batches(log.directory))
+    assert info.value.offset == lost.base_offset and info.value.log == "log"
