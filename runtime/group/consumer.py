@@ -172,18 +172,20 @@ class ConsumerGroup(ModernGroup):
     def validate_offset_commit(self, member_id: str, group_instance_id: str | None, member_epoch: int) -> None:
         if member_epoch < 0 and not self.members:
             return  # the admin client, or a consumer without group management
-        member = self.members.get(member_id)
-        raise_if(member is None, Errors.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {self.group_id}")
-        raise_if(member_epoch != member.member_epoch, Errors.STALE_MEMBER_EPOCH,
-                 f"member epoch {member_epoch} is not {member_id}'s current epoch {member.member_epoch}")
+        self._raise_if_not_current(member_id, member_epoch)
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
         if member_epoch < 0 and not member_id:
             return
+        self._raise_if_not_current(member_id, member_epoch)
+
+    def _raise_if_not_current(self, member_id: str | None, member_epoch: int) -> None:
         member = self.members.get(member_id)
-        raise_if(member is None, Errors.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {self.group_id}")
-        raise_if(member_epoch != member.member_epoch, Errors.STALE_MEMBER_EPOCH,
-                 f"member epoch {member_epoch} is not {member_id}'s current epoch {member.member_epoch}")
+        if member is None:
+            raise KafkaError(Errors.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {self.group_id}")
+        if member_epoch != member.member_epoch:
+            raise KafkaError(Errors.STALE_MEMBER_EPOCH,
+                             f"member epoch {member_epoch} is not {member_id}'s current epoch {member.member_epoch}")
 
     def validate_offset_delete(self) -> None:
         """Any consumer group may delete offsets; subscribed topics are refused per
@@ -338,9 +340,9 @@ class ConsumerGroupManager:
         epoch, instance_id = request.member_epoch, request.instance_id
         if instance_id is None:
             member = group.members.get(member_id)
-            raise_if(member is None and epoch != 0, Errors.UNKNOWN_MEMBER_ID,
-                     f"member {member_id} is not in group {group.group_id}")
-            if member is not None and epoch != 0:
+            if epoch != 0:
+                if member is None:
+                    raise KafkaError(Errors.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group.group_id}")
                 _raise_if_epoch_invalid(member, epoch, owned)
             return member, None
         existing = group.static_member(instance_id)
@@ -364,9 +366,9 @@ class ConsumerGroupManager:
             raise_if(epoch != 0, Errors.GROUP_ID_NOT_FOUND, f"consumer group {group_id} not found")
             group = ConsumerGroup(group_id)  # replaying the records below adds it
         member_id = request.member_id or new_member_id
-        raise_if(len(group.members) >= self.config.max_size
-                 and (not request.member_id or member_id not in group.members), Errors.GROUP_MAX_SIZE_REACHED,
-                 f"the consumer group has reached its maximum capacity of {self.config.max_size} members")
+        if len(group.members) >= self.config.max_size and (not request.member_id or member_id not in group.members):
+            raise KafkaError(Errors.GROUP_MAX_SIZE_REACHED,
+                             f"the consumer group has reached its maximum capacity of {self.config.max_size} members")
         owned = _owned_from(request.topic_partitions)
         stored, replaced = self._existing_member(group, request, member_id, owned)
         records: list = []
