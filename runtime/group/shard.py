@@ -119,7 +119,7 @@ class GroupCoordinatorShard:
                 results.append(DeletableGroupResult(group_id, e.code))
                 continue
             records.extend(self.offsets.delete_all_offsets(group_id))
-            records.append(group_metadata_tombstone(group_id))
+            records.extend(_tombstones(group))
             results.append(DeletableGroupResult(group_id))
         return Result(records, results)
 
@@ -153,6 +153,14 @@ class GroupCoordinatorShard:
         records = []
         for group_id, group in sorted(self.groups.items()):
             if self.offsets.expire_offsets(group_id, now_ms, records) and group.is_empty():
-                records.append(group_metadata_tombstone(group_id))
+                records.extend(_tombstones(group))
         self._schedule_expiry(now_ms)
         return Result(records)
+
+
+def _tombstones(group) -> list:
+    """The records that delete an empty group: a modern group knows its own; a classic one
+    is a GroupMetadata tombstone."""
+    if group.type == "consumer":
+        return group.tombstones()
+    return [group_metadata_tombstone(group.group_id)]

@@ -536,3 +536,33 @@ def test_reload_after_a_busy_history(tmp_path):
     hb(h, "c", subscribed_topic_names=None, subscribed_topic_regex="t|u")
     hb(h, "b", -2, instance_id="i-b")
     assert_reload_same(h, {"t": 4, "u": 3})
+
+
+# ---------------------------------------------------------------------- deleting
+
+def test_delete_group_needs_it_empty_and_removes_it_for_good(tmp_path):
+    h = harness(tmp_path)
+    hb(h, "a", subscribed_topic_names=None, subscribed_topic_regex="t")
+    commit(h, "a", 1)
+    assert h.call(lambda s, now: s.delete_groups([G], now))[0].error_code == Errors.NON_EMPTY_GROUP.code
+    hb(h, "a", -1)
+    assert h.call(lambda s, now: s.delete_groups([G], now))[0].error_code == 0
+    assert G not in h.shard.groups
+    h.reload()
+    assert G not in h.shard.groups and h.shard.offsets.offsets == {}
+    # the id is free again, for any protocol
+    h.call(lambda s, now: s.update_topics({"t": 4}, now))
+    assert hb(h, "b").member_epoch == 1
+
+
+def test_empty_group_without_offsets_expires(tmp_path):
+    h = harness(tmp_path, **{"offsets.retention.check.interval.ms": 1000})
+    hb(h, "a")
+    h.advance(1000)
+    assert G in h.shard.groups
+    hb(h, "a", 1)
+    hb(h, "a", -1)
+    h.advance(1000)
+    assert G not in h.shard.groups
+    h.reload()
+    assert G not in h.shard.groups
