@@ -361,9 +361,19 @@ class ConsumerGroupManager:
 
     def _heartbeat(self, request, now_ms: int, new_member_id: str, client_id: str, client_host: str) -> Result:
         group_id, epoch = request.group_id, request.member_epoch
-        group = self._group(group_id)
+        records: list = []
+        group = self.groups.get(group_id)
+        if group is not None and group.type != "consumer":
+            # an empty classic group (say, one that only has offsets an admin client set)
+            # becomes a consumer group when a member joins; any other keeps its id
+            if epoch != 0 or group.type != "classic" or not group.is_empty():
+                raise KafkaError(Errors.GROUP_ID_NOT_FOUND,
+                                 f"group {group_id} is a {group.type} group, not a consumer group")
+            records.append(R.group_metadata_tombstone(group_id))
+            group = None
         if group is None:
-            raise_if(epoch != 0, Errors.GROUP_ID_NOT_FOUND, f"consumer group {group_id} not found")
+            if epoch != 0:
+                raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"consumer group {group_id} not found")
             group = ConsumerGroup(group_id)  # replaying the records below adds it
         member_id = request.member_id or new_member_id
         if len(group.members) >= self.config.max_size and (not request.member_id or member_id not in group.members):
@@ -371,7 +381,6 @@ class ConsumerGroupManager:
                              f"the consumer group has reached its maximum capacity of {self.config.max_size} members")
         owned = _owned_from(request.topic_partitions)
         stored, replaced = self._existing_member(group, request, member_id, owned)
-        records: list = []
 
         # 1. the member and its subscription
         if replaced is not None:

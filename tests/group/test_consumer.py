@@ -3,6 +3,8 @@ before assignment, leaves, timeouts, static members, regex subscriptions, topic 
 assignment batching, offsets with member epochs, describe, and reload."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from runtime.errors import Errors, KafkaError
@@ -309,18 +311,12 @@ def test_unknown_group_and_member(tmp_path):
     assert e.value.error is Errors.UNKNOWN_MEMBER_ID
 
 
-def test_classic_group_id_cannot_be_used_by_a_consumer_group(tmp_path):
+def test_consumer_group_id_cannot_be_used_by_a_classic_group(tmp_path):
     h = harness(tmp_path)
-    join = JoinGroupRequest("cg", 10_000, "", protocol_type="consumer", rebalance_timeout_ms=10_000,
-                            protocols=(JoinGroupRequestProtocol("range", b""),))
-    h.write(lambda s, now: s.join_group(join, now, "c-1"))
-    with pytest.raises(KafkaError) as e:
-        hb(h, "a", group="cg")
-    assert e.value.error is Errors.GROUP_ID_NOT_FOUND
     hb(h, "a")
+    join = JoinGroupRequest(G, 10_000, "", protocol_type="consumer", protocols=(JoinGroupRequestProtocol("range", b""),))
     with pytest.raises(KafkaError) as e:
-        h.call(lambda s, now: s.join_group(JoinGroupRequest(G, 10_000, "", protocol_type="consumer",
-                                                            protocols=join.protocols), now, "c-2"))
+        h.call(lambda s, now: s.join_group(join, now, "c-2"))
     assert e.value.error is Errors.INCONSISTENT_GROUP_PROTOCOL
 
 
@@ -566,3 +562,28 @@ def test_empty_group_without_offsets_expires(tmp_path):
     assert G not in h.shard.groups
     h.reload()
     assert G not in h.shard.groups
+
+
+def test_empty_classic_group_with_offsets_becomes_a_consumer_group(tmp_path):
+    h = harness(tmp_path)
+    commit(h, "", -1)  # an admin client sets the group's offsets before any consumer runs
+    assert h.shard.groups[G].type == "classic"
+    records = records_of(h, "a")
+    assert records[0] == R.group_metadata_tombstone(G)
+    assert group(h).type == "consumer" and member(h, "a").member_epoch == 1
+    fetch = OffsetFetchRequest(groups=(OffsetFetchRequestGroup(G, member_id="a", member_epoch=1),))
+    assert h.read(lambda s: s.offset_fetch(fetch)).groups[0].topics[0].partitions[0].committed_offset == 42
+    assert_reload_same(h)
+    assert h.shard.groups[G].type == "consumer"
+
+
+def test_classic_group_with_members_keeps_its_id(tmp_path):
+    h = harness(tmp_path)
+    join = JoinGroupRequest(G, 10_000, "", protocol_type="consumer", rebalance_timeout_ms=10_000,
+                            protocols=(JoinGroupRequestProtocol("range", b""),))
+    h.write(lambda s, now: s.join_group(join, now, "c-1"))
+    h.write(lambda s, now: s.join_group(dataclasses.replace(join, member_id="c-1"), now, "c-1"))
+    assert not h.shard.groups[G].is_empty()
+    with pytest.raises(KafkaError) as e:
+        hb(h, "a")
+    assert e.value.error is Errors.GROUP_ID_NOT_FOUND
