@@ -3,6 +3,7 @@ before assignment, leaves, timeouts, static members, regex subscriptions, topic 
 assignment batching, offsets with member epochs, describe, and reload."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import pytest
@@ -99,7 +100,7 @@ def snapshot(shard) -> dict:
             out[gid] = (g.group_epoch, g.assignment_epoch, g.metadata_hash, dict(g.members), g.target_assignment,
                         g.partition_owner, g.static_members, g.subscribed_topic_counts, g.regex_counts,
                         g.resolved_regexes, str(g.state))
-    return out
+    return copy.deepcopy(out)
 
 
 def assert_reload_same(h, topics=None):
@@ -587,3 +588,21 @@ def test_classic_group_with_members_keeps_its_id(tmp_path):
     with pytest.raises(KafkaError) as e:
         hb(h, "a")
     assert e.value.error is Errors.GROUP_ID_NOT_FOUND
+
+
+def test_failed_write_reverts_to_the_durable_state(tmp_path):
+    h = harness(tmp_path)
+    hb(h, "a")
+    before = snapshot(h.shard)
+    h.io.fail_after_bytes = 0
+    with pytest.raises(KafkaError) as e:
+        hb(h, "b")
+    assert e.value.error is Errors.NOT_COORDINATOR and e.value.retriable
+    h.io.fail_after_bytes = None
+    # the shard was rebuilt from its log: it needs the topic metadata again
+    with pytest.raises(KafkaError) as e:
+        hb(h, "b")
+    assert e.value.error is Errors.COORDINATOR_LOAD_IN_PROGRESS
+    h.call(lambda s, now: s.update_topics({"t": 4}, now))
+    assert snapshot(h.shard) == before
+    assert hb(h, "b").member_epoch == 2
