@@ -21,7 +21,7 @@ topped up to it, so that balance never moves a partition needlessly.
 from __future__ import annotations
 
 from collections import deque
-from typing import Mapping
+from typing import Collection, Mapping
 
 from .spec import (
     Assignment,
@@ -42,21 +42,30 @@ def simple(
     topics: Mapping[str, int],
     *,
     partition_racks: PartitionRacks | None = None,  # not rack-aware, as in Kafka
+    assignable: Mapping[str, Collection[int]] | None = None,
 ) -> Assignment:
+    """`assignable`, when given, limits each topic to the listed partitions: Kafka assigns
+    a share group only the partitions whose share-group state is initialised."""
     ids = sorted(members)
     result = empty_result(ids)
     if not ids:
         return result
+
+    def targets(t):
+        if assignable is None:
+            return [(t, p) for p in range(topics[t])]
+        return [(t, p) for p in sorted(assignable.get(t, ())) if 0 <= p < topics[t]]
+
     if is_homogeneous(members, topics):
         sub_topics = subscribed(members[ids[0]], topics)
-        _merge(result, _share([(t, p) for t in sub_topics for p in range(topics[t])], ids, members, topics))
+        _merge(result, _share([tp for t in sub_topics for tp in targets(t)], ids, members, topics))
         return result
     by_topic: dict[str, list[str]] = {}
     for m in ids:
         for t in subscribed(members[m], topics):
             by_topic.setdefault(t, []).append(m)
     for t in sorted(by_topic):
-        _merge(result, _share([(t, p) for p in range(topics[t])], by_topic[t], members, topics))
+        _merge(result, _share(targets(t), by_topic[t], members, topics))
     return result
 
 

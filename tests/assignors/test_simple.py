@@ -107,6 +107,13 @@ def test_heterogeneous_balances_per_topic():
     assert result == {"a": {"t": {0, 2}}, "b": {"u": {0}}, "c": {"t": {1, 3}, "u": {0}}}
 
 
+def test_only_assignable_partitions_are_assigned():
+    members = {"a": M({"t", "u"}, owned={"t": {3}}), "b": M({"t", "u"})}
+    # t-3 is no longer assignable (its share-group state is being deleted); u has none yet.
+    result = simple(members, {"t": 4, "u": 2}, assignable={"t": {0, 1, 2, 9}})
+    assert result == {"a": {"t": {0, 2}}, "b": {"t": {1}}}
+
+
 def test_edge_cases():
     assert simple({}, {"t": 1}) == {}
     assert simple(group(2, {"empty", "ghost"}), {"empty": 0}) == {"m000": {}, "m001": {}}
