@@ -448,8 +448,9 @@ class ConsumerGroupManager:
                 self.timer.cancel(rebalance_timeout_key(group_id, member_id))
         self._schedule_session_timeout(group_id, member_id, now_ms)
 
-        full = epoch == 0 or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
-                              and request.topic_partitions is not None)
+        full = epoch == 0 or (request.rebalance_timeout_ms != -1 and request.topic_partitions is not None
+                              and (request.subscribed_topic_names is not None
+                                   or request.subscribed_topic_regex is not None))
         before = stored.assigned_partitions if stored is not None else EMPTY
         changed = reconciled.assigned_partitions != before
         return Result(records, ConsumerGroupHeartbeatResponse(

@@ -3,8 +3,8 @@ two members at once (owned = a member's current assignment plus its partitions p
 revocation), and once every member heartbeats and revokes as asked, every subscribed
 partition ends up owned.
 
-Simulated clients join, leave, change subscriptions (names or a regex), crash (stop
-heartbeating until their session expires), miss revocations (keep partitions they were told
+Simulated clients join, leave, restart as static members, change subscriptions (names or a
+regex), crash (stop heartbeating until their session expires), miss revocations (keep partitions they were told
 to give up, until the rebalance timeout fences them), while topics gain partitions and the
 coordinator restarts from its log.
 """
@@ -139,6 +139,18 @@ class World:
             except KafkaError as e:
                 assert e.error in (Errors.UNKNOWN_MEMBER_ID, Errors.GROUP_ID_NOT_FOUND), e
             self.clients.remove(c)
+        elif action == "bounce" and c is not None and c.instance_id is not None:
+            # a static member restarts: it leaves for a moment (epoch -2) and, unless it is
+            # gone for good, comes back under a new member id
+            request = ConsumerGroupHeartbeatRequest(G, c.member_id, -2, instance_id=c.instance_id)
+            try:
+                self.h.call(lambda s, now: s.consumer_group_heartbeat(request, now, c.member_id))
+            except KafkaError as e:
+                assert e.error in (Errors.UNKNOWN_MEMBER_ID, Errors.GROUP_ID_NOT_FOUND), e
+            self.clients.remove(c)
+            if n % 2 == 0:
+                self.next_id += 1
+                self.clients.append(Client(f"c{self.next_id}", (c.names, c.regex), c.assignor, c.instance_id))
         elif action == "subscribe" and c is not None:
             c.names, c.regex = SUBSCRIPTIONS[(n // 7) % len(SUBSCRIPTIONS)]
             c.subscription_changed = True
@@ -182,8 +194,8 @@ class World:
                 t: ps for t, ps in c.owned.items() if ps}
 
 
-ACTIONS = st.sampled_from(["join", "join", "join", "leave", "subscribe", "grow", "crash", "stubborn", "expire",
-                           "restart"])
+ACTIONS = st.sampled_from(["join", "join", "join", "leave", "bounce", "subscribe", "grow", "crash", "stubborn",
+                           "expire", "restart"])
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
