@@ -1,8 +1,11 @@
-"""The leader of one topic partition: produce, fetch (long poll), list offsets, retention.
+"""The leader of one topic partition: produce, fetch (long poll), list offsets, retention,
+transaction markers.
 
 Produce appends at once and acknowledges after the flush that makes the batch durable; the
 flush runs when the loop has processed every request that arrived with it, so concurrent
-producers share one fsync (group commit). Fetch long-polls on the high watermark.
+producers share one fsync (group commit). A retried batch of an idempotent producer is
+acknowledged with its original offsets, after the same flush, so never before the original is
+durable. Fetch long-polls on the high watermark (the last stable offset for read_committed).
 """
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ from runtime.errors import Errors, KafkaError
 from runtime.log import LogWriteError
 from runtime.messages.topics import (FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
                                      ProduceRequest, ProduceResponse)
+from runtime.messages.txn import (WritableTxnMarkerPartitionResult, WritableTxnMarkerResult,
+                                  WritableTxnMarkerTopicResult, WriteTxnMarkersRequest, WriteTxnMarkersResponse)
 from runtime.topics.partition import PartitionLog
 
 from .shard_host import _truthy, now_ms
@@ -75,15 +80,52 @@ class PartitionLeaderActor:
             return ProduceResponse(self.topic, self.partition, e.code, error_message=e.message)
         except LogWriteError as e:
             return ProduceResponse(self.topic, self.partition, Errors.KAFKA_STORAGE_ERROR.code, error_message=str(e))
+        error = await self._durable()
+        if error is not None:
+            return ProduceResponse(self.topic, self.partition, Errors.KAFKA_STORAGE_ERROR.code, error_message=error)
+        return ProduceResponse(self.topic, self.partition, 0, base, -1, plog.log_start_offset)
+
+    async def _durable(self) -> str | None:
+        """Wait for the flush of everything appended so far; the error if it failed."""
         future = asyncio.get_running_loop().create_future()
         self._waiters.append(future)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
-        error = await future
-        if error is not None:
-            return ProduceResponse(self.topic, self.partition, Errors.KAFKA_STORAGE_ERROR.code, error_message=error)
-        return ProduceResponse(self.topic, self.partition, 0, base, -1, plog.log_start_offset)
+        return await future
+
+    async def write_txn_markers(self, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+        """Append the commit or abort markers addressed to this partition (a marker naming
+        another partition gets NOT_LEADER_OR_FOLLOWER) and answer once they are durable."""
+        results: list[tuple[int, str, int, int]] = []  # (producer id, topic, partition, error code)
+        appended = False
+        for marker in request.markers:
+            for topic in marker.topics:
+                for partition in topic.partition_indexes:
+                    code = Errors.NONE.code
+                    if (topic.name, partition) != (self.topic, self.partition):
+                        code = Errors.NOT_LEADER_OR_FOLLOWER.code
+                    else:
+                        try:
+                            self._ensure_open().append_control_marker(
+                                marker.producer_id, marker.producer_epoch, marker.transaction_result,
+                                marker.coordinator_epoch, now_ms())
+                            appended = True
+                        except KafkaError as e:
+                            code = e.code
+                        except LogWriteError as e:
+                            log.error("%s-%d: marker append failed: %s", self.topic, self.partition, e)
+                            code = Errors.KAFKA_STORAGE_ERROR.code
+                    results.append((marker.producer_id, topic.name, partition, code))
+        if appended and await self._durable() is not None:
+            results = [(pid, t, p, Errors.KAFKA_STORAGE_ERROR.code if code == 0 else code)
+                       for pid, t, p, code in results]
+        by_producer: dict[int, dict[str, list]] = {}
+        for pid, t, p, code in results:
+            by_producer.setdefault(pid, {}).setdefault(t, []).append(WritableTxnMarkerPartitionResult(p, code))
+        return WriteTxnMarkersResponse(tuple(
+            WritableTxnMarkerResult(pid, tuple(WritableTxnMarkerTopicResult(t, tuple(ps)) for t, ps in topics.items()))
+            for pid, topics in by_producer.items()))
 
     def _flush(self) -> None:
         self._flush_scheduled = False
@@ -109,7 +151,8 @@ class PartitionLeaderActor:
             plog = self._ensure_open()
             while True:
                 data = self._data
-                response = plog.fetch(request.fetch_offset, request.partition_max_bytes, request.max_records)
+                response = plog.fetch(request.fetch_offset, request.partition_max_bytes, request.max_records,
+                                      request.isolation_level)
                 size = sum(len(b.records) for b in response.batches)
                 remaining = deadline - time.monotonic()
                 if size >= max(request.min_bytes, 1) or remaining <= 0:
@@ -126,7 +169,7 @@ class PartitionLeaderActor:
 
     async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
         try:
-            return self._ensure_open().list_offsets(request.timestamp)
+            return self._ensure_open().list_offsets(request.timestamp, request.isolation_level)
         except KafkaError as e:
             return ListOffsetsResponse(self.topic, self.partition, e.code, error_message=e.message)
 

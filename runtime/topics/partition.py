@@ -1,16 +1,22 @@
-"""One topic partition's log, as its leader sees it: append, fetch, list offsets, retention.
+"""One topic partition's log, as its leader sees it: append, fetch, list offsets, retention,
+idempotence and transaction markers.
 
 The high watermark is the durable offset: a record is visible to consumers, and its produce
 is acknowledged, only once the flush policy has made it durable. Group commit (many
 appends, one flush) is the owner's choice of when to call `flush`.
+
+The producer state (idempotence, ongoing and aborted transactions) is rebuilt from the
+batches' headers when the log opens. It follows the appended log, not the durable one: a
+failed flush cuts the log back, so the state is rebuilt then too.
 """
 from __future__ import annotations
 
 from ..errors import Errors, KafkaError
-from ..log import ATTR_TRANSACTIONAL, FileLog, LogConfig, OsIO
-from ..messages.topics import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, FetchedBatch, FetchResponse,
-                               ListOffsetsResponse, ProduceRequest)
-from .data import decode_entries, validate_payload
+from ..log import ATTR_CONTROL, ATTR_TRANSACTIONAL, FileLog, LogConfig, LogWriteError, OsIO
+from ..messages.topics import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, READ_COMMITTED,
+                               AbortedTransaction, FetchedBatch, FetchResponse, ListOffsetsResponse, ProduceRequest)
+from .data import decode_entries, encode_control, validate_payload
+from .producer_state import DuplicateBatch, ProducerStateManager
 
 # Kafka's topic-level defaults.
 DEFAULTS = {
@@ -29,6 +35,10 @@ class PartitionLog:
         self.configs = {**DEFAULTS, **(configs or {})}
         self.log = FileLog(directory, LogConfig(int(self.configs["segment.bytes"]), fsync), io=io,
                            name=f"{topic}-{partition}")
+        self.producers = self._load_producers()
+
+    def _load_producers(self) -> ProducerStateManager:
+        return ProducerStateManager.load(self.log.read(self.log_start_offset, self.log.end_offset))
 
     @property
     def high_watermark(self) -> int:
@@ -42,10 +52,18 @@ class PartitionLog:
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
+    @property
+    def last_stable_offset(self) -> int:
+        """read_committed consumers see the log below this offset: the high watermark, or
+        the first offset of the oldest open transaction if that is lower."""
+        return self.producers.last_stable_offset(self.high_watermark)
+
     # ------------------------------------------------------------------ produce
 
     def append(self, request: ProduceRequest, now_ms: int) -> int:
-        """Validate and append one produced batch; durable only after `flush`."""
+        """Validate and append one produced batch; durable only after `flush`. Returns its
+        base offset; a retried batch of an idempotent producer that is already in the log is
+        not appended again and gets its original base offset."""
         limit = int(self.configs["max.message.bytes"])
         if len(request.records) > limit:
             raise KafkaError(Errors.MESSAGE_TOO_LARGE,
@@ -53,13 +71,37 @@ class PartitionLog:
         if request.record_count <= 0:
             raise KafkaError(Errors.INVALID_RECORD, "a produce request carries at least one record")
         max_ts = validate_payload(request.records, request.record_count)
-        return self.log.append(request.records, request.record_count, max_ts,
+        checked = self.producers.validate_append(request.producer_id, request.producer_epoch, request.base_sequence,
+                                                 request.record_count, request.is_transactional,
+                                                 self.log_end_offset, max_ts)
+        if isinstance(checked, DuplicateBatch):
+            return checked.first_offset
+        base = self.log.append(request.records, request.record_count, max_ts,
                                attributes=ATTR_TRANSACTIONAL if request.is_transactional else 0,
                                producer_id=request.producer_id, producer_epoch=request.producer_epoch,
                                base_sequence=request.base_sequence)
+        self.producers.apply(checked)
+        return base
+
+    def append_control_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                              now_ms: int) -> int:
+        """Append a transaction's commit or abort marker; durable only after `flush`.
+        Raises INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch and
+        TRANSACTION_COORDINATOR_FENCED for one from an older coordinator."""
+        self.producers.validate_control_marker(producer_id, producer_epoch, coordinator_epoch)
+        offset = self.log.append(encode_control(commit, coordinator_epoch, now_ms), 1, now_ms,
+                                 attributes=ATTR_CONTROL | ATTR_TRANSACTIONAL, producer_id=producer_id,
+                                 producer_epoch=producer_epoch)
+        self.producers.apply_control_marker(producer_id, producer_epoch, commit, offset, coordinator_epoch, now_ms)
+        return offset
 
     def flush(self) -> None:
-        self.log.flush()
+        try:
+            self.log.flush()
+        except LogWriteError:
+            # The log was cut back to its durable end: forget the batches that went with it.
+            self.producers = self._load_producers()
+            raise
 
     # ------------------------------------------------------------------ fetch
 
@@ -69,27 +111,35 @@ class PartitionLog:
                              f"offset {fetch_offset} is outside [{self.log_start_offset}, {self.log_end_offset}]")
 
     def fetch(self, fetch_offset: int, max_bytes: int, max_records: int | None = None,
-              upto: int | None = None) -> FetchResponse:
-        """Whole batches from the one holding fetch_offset, up to the high watermark (or
-        ``upto``), at most max_bytes of records (but always the first batch)."""
+              isolation_level: int = 0) -> FetchResponse:
+        """Whole batches from the one holding fetch_offset, up to the high watermark (the
+        last stable offset for read_committed), at most max_bytes of records (but always the
+        first batch). A read_committed response lists the aborted transactions that overlap
+        the batches, for `runtime.topics.isolation.filter_aborted`."""
         self.check_fetch_offset(fetch_offset)
         hw = self.high_watermark
+        lso = self.last_stable_offset
         out, records = [], 0
-        for b in self.log.read(fetch_offset, min(hw, upto) if upto is not None else hw, max_bytes):
+        for b in self.log.read(fetch_offset, lso if isolation_level == READ_COMMITTED else hw, max_bytes):
             out.append(FetchedBatch(b.base_offset, b.last_offset, b.payload, b.producer_id,
                                     b.is_transactional, b.is_control))
             records += b.last_offset - max(b.base_offset, fetch_offset) + 1
             if max_records is not None and records >= max_records:
                 break
-        return FetchResponse(self.topic, self.partition, 0, hw, hw, self.log_start_offset, tuple(out))
+        aborted = ()
+        if isolation_level == READ_COMMITTED and out:
+            aborted = tuple(AbortedTransaction(a.producer_id, a.first_offset)
+                            for a in self.producers.aborted_ranges(fetch_offset, out[-1].last_offset + 1))
+        return FetchResponse(self.topic, self.partition, 0, hw, lso, self.log_start_offset, tuple(out), aborted)
 
     # ------------------------------------------------------------------ list offsets
 
-    def list_offsets(self, timestamp: int) -> ListOffsetsResponse:
+    def list_offsets(self, timestamp: int, isolation_level: int = 0) -> ListOffsetsResponse:
         if timestamp == EARLIEST_TIMESTAMP:
             return ListOffsetsResponse(self.topic, self.partition, 0, -1, self.log_start_offset)
         if timestamp == LATEST_TIMESTAMP:
-            return ListOffsetsResponse(self.topic, self.partition, 0, -1, self.high_watermark)
+            latest = self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark
+            return ListOffsetsResponse(self.topic, self.partition, 0, -1, latest)
         if timestamp == MAX_TIMESTAMP:
             best = (-1, -1)
             for record in self._records():
@@ -137,6 +187,7 @@ class PartitionLog:
             total -= seg.size
         if doomed:
             self.log.delete_segments(doomed)
+            self.producers.truncate_aborted_before(self.log_start_offset)
         return doomed
 
     def close(self) -> None:
