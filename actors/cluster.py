@@ -33,7 +33,11 @@ log = logging.getLogger(__name__)
 # The coordinator actors a deployment runs: (actor class path, name function, the config key
 # that says how many state partitions, and so actors, there are). Each is built with
 # (data_dir, partition, config) and has `ready()` and `status()`.
-COORDINATORS: list[tuple[str, Any, str]] = []
+COORDINATORS: list[tuple[str, Any, str]] = [
+    ("actors.group_coordinator.GroupCoordinatorActor", naming.group_coordinator, "offsets.topic.num.partitions"),
+    ("actors.transaction_coordinator.TransactionCoordinatorActor", naming.transaction_coordinator,
+     "transaction.state.log.num.partitions"),
+]
 
 
 def _load_class(path: str):
@@ -126,6 +130,7 @@ class Cluster:
     def _deploy(cls, namespace: str, data_dir: str, config: dict, *, detached: bool, owns_ray: bool,
                 owns_data_dir: bool) -> "Cluster":
         os.makedirs(data_dir, exist_ok=True)
+        config = {**config, "shoal.namespace": namespace}  # actors that call other actors find them here
         deployment = {"data_dir": data_dir, "config": config, "namespace": namespace, "detached": detached}
         cluster = cls(namespace, deployment, owns_ray=owns_ray, owns_data_dir=owns_data_dir, owns_deployment=True)
         controller = _remote(ControllerActor, naming.CONTROLLER, namespace, detached, config).remote(
@@ -181,6 +186,45 @@ class Cluster:
 
     def coordinator_partition(self, key: str, count_key: str) -> int:
         return partition_for(key, int(self.config[count_key]))
+
+    def transaction_coordinator(self, transactional_id: str) -> Any:
+        return self._actor(naming.transaction_coordinator(
+            self.coordinator_partition(transactional_id, "transaction.state.log.num.partitions")))
+
+    # ------------------------------------------------------------------ transactions
+
+    def describe_transactions(self, transactional_ids: list[str]) -> list:
+        """DescribeTransactionsTransactionState of each id, from the coordinator that owns it."""
+        from runtime.messages.txn import DescribeTransactionsRequest
+        by_partition: dict[int, list[str]] = {}
+        for tid in transactional_ids:
+            by_partition.setdefault(self.coordinator_partition(tid, "transaction.state.log.num.partitions"),
+                                    []).append(tid)
+        states = {}
+        for partition, tids in by_partition.items():
+            response = self._call(naming.transaction_coordinator(partition), "describe_transactions",
+                                  DescribeTransactionsRequest(tuple(tids)))
+            states.update((s.transactional_id, s) for s in response.transaction_states)
+        return [states[tid] for tid in transactional_ids]
+
+    def list_transactions(self, state_filters=(), producer_id_filters=(), duration_filter: int = -1,
+                          transactional_id_pattern: str | None = None) -> list:
+        """ListTransactionsTransactionState of every coordinator's transactions that pass the filters."""
+        from runtime.messages.txn import ListTransactionsRequest
+        request = ListTransactionsRequest(tuple(state_filters), tuple(producer_id_filters), duration_filter,
+                                          transactional_id_pattern)
+        out = []
+        for partition in range(int(self.config["transaction.state.log.num.partitions"])):
+            response = self._call(naming.transaction_coordinator(partition), "list_transactions", request)
+            if response.error_code:
+                raise KafkaError(Errors.for_code(response.error_code), "list_transactions failed")
+            out.extend(response.transaction_states)
+        return out
+
+    def group_coordinator(self, group_id: str) -> Any:
+        """The group coordinator actor of `group_id`'s __consumer_offsets partition."""
+        partition = self.coordinator_partition(group_id, "offsets.topic.num.partitions")
+        return self._actor(naming.group_coordinator(partition))
 
     # ------------------------------------------------------------------ topics
 
@@ -250,6 +294,11 @@ class Cluster:
     def producer(self, **config) -> "Producer":
         from .producer import Producer
         return Producer(self, **config)
+
+    def consumer(self, group_id: str | None = None, **config) -> "Consumer":
+        """kafka-python's KafkaConsumer over a client actor; `group_protocol="classic"`."""
+        from .consumer import Consumer
+        return Consumer(self, group_id=group_id, **config)
 
     # ------------------------------------------------------------------ status and shutdown
 
