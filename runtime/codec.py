@@ -74,6 +74,8 @@ def _decoder(cls: type, nested: dict[str, Any]) -> Callable[[tuple], Any]:
     new = tuple.__new__
     if not nested:
         def decode(fields: tuple) -> Any:
+            if type(fields) is not tuple:
+                raise ValueError(f"{cls.__name__} must be an array, got {type(fields).__name__}")
             if len(fields) == n:
                 return new(cls, fields)
             if len(fields) > n:
@@ -107,12 +109,10 @@ def _decoder(cls: type, nested: dict[str, Any]) -> Callable[[tuple], Any]:
     return decode_nested
 
 
-def _record_decoder(key_class: type, value_class: type) -> Callable[[tuple, tuple | None], Record]:
+def _record_decoder(key_class: type, value_class: type, decode_key: Callable[[tuple], Any],
+                    decode_value: Callable[[tuple], Any]) -> Callable[[tuple, tuple | None], Record]:
     """(key fields, value fields or None) -> Record. Loading calls this once per record,
     so flat types of the current shape take a path of three tuple constructions."""
-    decode_key = _decoder(key_class, getattr(key_class, "__nested__", {}))
-    decode_value = _decoder(value_class, getattr(value_class, "__nested__", {}))
-
     def general(key: tuple, value: tuple | None) -> Record:
         return Record(decode_key(key), None if value is None else decode_value(value))
 
@@ -122,11 +122,11 @@ def _record_decoder(key_class: type, value_class: type) -> Callable[[tuple, tupl
     new = tuple.__new__
 
     def flat(key: tuple, value: tuple | None) -> Record:
-        if value is None:
-            if len(key) == nk:
+        if type(key) is tuple and len(key) == nk:
+            if value is None:
                 return new(Record, (new(key_class, key), None))
-        elif len(key) == nk and len(value) == nv:
-            return new(Record, (new(key_class, key), new(value_class, value)))
+            if type(value) is tuple and len(value) == nv:
+                return new(Record, (new(key_class, key), new(value_class, value)))
         return general(key, value)
 
     return flat
@@ -142,10 +142,10 @@ def register(type_id: int, key_class: type, value_class: type, *, version: int =
     if existing is not None and existing.key_class is not key_class:
         raise ValueError(f"record type id {type_id} is taken by {existing.name}")
     name = key_class.__name__.removesuffix("Key")
-    rt = RecordType(type_id, name, key_class, value_class, version, compaction, snapshot_of,
-                    _decoder(key_class, getattr(key_class, "__nested__", {})),
-                    _decoder(value_class, getattr(value_class, "__nested__", {})),
-                    _record_decoder(key_class, value_class))
+    decode_key = _decoder(key_class, getattr(key_class, "__nested__", {}))
+    decode_value = _decoder(value_class, getattr(value_class, "__nested__", {}))
+    rt = RecordType(type_id, name, key_class, value_class, version, compaction, snapshot_of, decode_key, decode_value,
+                    _record_decoder(key_class, value_class, decode_key, decode_value))
     _BY_ID[type_id] = rt
     _DECODE[type_id] = rt.decode
     _BY_KEY_CLASS[key_class] = rt

@@ -105,6 +105,8 @@ def test_unknown_type_names_the_offset():
     (msgpack.packb([[900, 0, ["a"], [1]], [900, 0]]), 21),  # an entry with two fields
     (msgpack.packb([[900, 0, ["a"], [1]], 7]), 21),
     (msgpack.packb([[900, 0, ["a"], 5]]), 20),  # value is not an array
+    (msgpack.packb([[900, 0, "a", [1]]]), 20),  # a string of the key's length
+    (msgpack.packb([[901, 0, ["g"], [[{"x": 1}]]]]), 20),  # a map where a nested array belongs
 ])
 def test_corrupt_bytes_fail_with_the_offset(payload, offset):
     with pytest.raises(CorruptRecordError) as info:
