@@ -606,3 +606,23 @@ def test_failed_write_reverts_to_the_durable_state(tmp_path):
     h.call(lambda s, now: s.update_topics({"t": 4}, now))
     assert snapshot(h.shard) == before
     assert hb(h, "b").member_epoch == 2
+
+
+def test_deleted_topic_is_revoked(tmp_path):
+    h = harness(tmp_path, {"t": 2, "u": 2})
+    hb(h, "a", subscribed_topic_names=("t", "u"))
+    h.call(lambda s, now: s.update_topics({"u": 2}, now))
+    assert group(h).group_epoch == 2
+    response = hb(h, "a", 1)
+    assert (response.member_epoch, response.assignment) == (1, assignment(u=(0, 1)))
+    assert member(h, "a").partitions_pending_revocation == {"t": frozenset({0, 1})}
+    assert hb(h, "a", 1, owns={"u": {0, 1}}).member_epoch == 2
+    assert group(h).partition_owner == {("u", 0): "a", ("u", 1): "a"}
+
+
+def test_describe_a_classic_group_id(tmp_path):
+    h = harness(tmp_path)
+    commit(h, "", -1, group_id="simple")
+    (described,) = h.read(lambda s: s.consumer_group_describe(["simple"]))
+    assert described.error_code == Errors.GROUP_ID_NOT_FOUND.code
+    assert described.error_message == "group simple is not a consumer group"

@@ -6,7 +6,7 @@ partition ends up owned.
 Simulated clients join, leave, restart as static members, change subscriptions (names or a
 regex), crash (stop heartbeating until their session expires), miss revocations (keep partitions they were told
 to give up, until the rebalance timeout fences them), while topics gain partitions and the
-coordinator restarts from its log.
+coordinator restarts from its log (and must come back with the same state).
 """
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from runtime.errors import Errors, KafkaError
 from runtime.group.shard import GroupCoordinatorShard
 from runtime.messages.consumer import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatRequestTopicPartitions
 from runtime.testing import ShardHarness
+
+from .test_consumer import snapshot
 
 G = "g"
 SESSION_MS = 6_000
@@ -167,8 +169,10 @@ class World:
                 self.tick()
             self.clients = self.live()
         elif action == "restart":
+            before = snapshot(self.h.shard)
             self.h.reload()
             self.update_topics()
+            assert snapshot(self.h.shard) == before
 
     def settle(self) -> None:
         """Everyone behaves from now on: crashed members expire, the others converge."""
