@@ -315,3 +315,11 @@ def test_a_segment_missing_from_disk_is_a_clear_error(tmp_path):
     with pytest.raises(CorruptRecordError, match="not on disk") as info:
         list(read_batches(log.directory))
     assert info.value.offset == lost.base_offset and info.value.log == "log"
+
+
+def test_log_config_from_kafka_names():
+    assert LogConfig.from_config(None) == LogConfig(100 * 1024 * 1024, True)
+    config = {"offsets.topic.segment.bytes": "1000", "log.flush.fsync": "false", "segment.bytes": 5}
+    assert LogConfig.from_config(config, "offsets.topic.") == LogConfig(1000, False)
+    assert LogConfig.from_config({"log.flush.fsync": "TRUE"}).fsync is True
+    assert LogConfig.from_config({"log.flush.fsync": 0}).fsync is False

@@ -4,7 +4,7 @@ import msgpack
 import pytest
 
 from runtime.codec import Record
-from runtime.coordinator import CoordinatorRuntime, CoordinatorState, Result
+from runtime.coordinator import CoordinatorRuntime, CoordinatorState, Result, RuntimeConfig
 from runtime.errors import Errors, KafkaError
 from runtime.log import FileLog, LogConfig
 from runtime.testing import ShardHarness
@@ -301,3 +301,8 @@ def test_an_empty_log_loads_at_once_and_unloading_tells_the_shard(tmp_path):
     assert shard.loaded_at == 3 and not shard.unloaded
     rt.close()
     assert shard.unloaded and rt.log is None
+
+
+def test_runtime_config_from_kafka_names():
+    assert RuntimeConfig.from_config(None) == RuntimeConfig(5, 1024 * 1024)
+    assert RuntimeConfig.from_config({"append.linger.ms": "0", "append.max.batch.bytes": 512}) == RuntimeConfig(0, 512)
