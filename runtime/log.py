@@ -299,8 +299,9 @@ class FileLog:
         self._io = io or OsIO()
         self._fd = -1
         self._failed: str | None = None
-        # (base_offset, position) of every batch in the active segment, for truncation.
-        self._active_index: list[tuple[int, int]] = []
+        # (base_offset, position, size) of every batch in the active segment: reads find
+        # their batches by bisection, truncation finds its byte position.
+        self._active_index: list[tuple[int, int, int]] = []
         self._active_size = 0
         self._index: dict[str, list[tuple[int, int, int]]] = {}
         self.recovered: list[str] = []  # what open had to repair, for the operator's log
@@ -337,7 +338,7 @@ class FileLog:
                 os.fsync(self._fd)
             pos = 0
             for b in batches:
-                self._active_index.append((b.base_offset, pos))
+                self._active_index.append((b.base_offset, pos, b.size))
                 pos += b.size
                 active.max_timestamp = max(active.max_timestamp, b.timestamp)
             self._active_size = good
@@ -404,7 +405,7 @@ class FileLog:
         except OSError as e:
             self._cut_back(pos, e)
             raise LogWriteError(e.errno or errno.EIO, f"append to {self.name} failed: {e}") from e
-        self._active_index.append((base, pos))
+        self._active_index.append((base, pos, len(data)))
         self._active_size += len(data)
         seg = self.active_segment
         seg.size = self._active_size
@@ -432,13 +433,12 @@ class FileLog:
         segment). Used to take back appends that never became durable."""
         if offset >= self.end_offset:
             return
-        for i, (base, pos) in enumerate(self._active_index):
-            if base == offset:
-                self._cut_back(pos, None)
-                del self._active_index[i:]
-                break
-        else:
+        idx = self._active_index
+        i = bisect.bisect_left(idx, (offset,))
+        if i == len(idx) or idx[i][0] != offset:
             raise ValueError(f"offset {offset} does not start a batch in the active segment of {self.name}")
+        self._cut_back(idx[i][1], None)
+        del idx[i:]
         self.end_offset = offset
         self.durable_offset = min(self.durable_offset, offset)
 
@@ -528,9 +528,7 @@ class FileLog:
         """(base_offset, position, size) of each batch in segment i."""
         seg = self.manifest.segments[i]
         if i == len(self.manifest.segments) - 1:
-            idx = self._active_index
-            ends = [p for _, p in idx[1:]] + [self._active_size]
-            return [(b, p, e - p) for (b, p), e in zip(idx, ends)]
+            return self._active_index
         cached = self._index.get(seg.file)
         if cached is None:
             with open(os.path.join(self.directory, seg.file), "rb") as f:
