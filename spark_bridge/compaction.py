@@ -74,8 +74,11 @@ class CompactionResult:
 # ---------------------------------------------------------------------- inside Spark tasks
 
 def _compaction_rows(modules: list[str], records_in):
-    """mapInArrow: closed segments in; one row per record out, with its compaction group
-    (the snapshot type for a delta type) and its raw entry, ready to be written back."""
+    """mapInArrow: closed segments in; out, one row per record that its own segment does
+    not already supersede, with its compaction group (the snapshot type, for a delta type),
+    its packed key and its raw entry, ready to be written back. Dropping what a later
+    record of the same segment replaces is safe (it is replaced in the whole log too) and
+    spares the shuffle most of a busy log."""
 
     def decode(batches):
         import pyarrow as pa
@@ -83,20 +86,35 @@ def _compaction_rows(modules: list[str], records_in):
         packb = msgpack.Packer(use_bin_type=True).pack
         for tasks in batches:
             for task in tasks.to_pylist():
-                cols: list[list] = [[] for _ in range(7)]
+                groups: dict[int, int] = {}
+                bases: dict[tuple, tuple] = {}  # (group, key) -> newest record of the group's own type
+                deltas: dict[tuple, list] = {}  # (group, key) -> delta records after that one
+                count = 0
                 for batch in segment_batches(task["path"], task["base_offset"], False):
                     offsets, entries = batch_entries(batch, task["path"])
+                    count += len(entries)
                     for offset, entry in zip(offsets, entries):
                         try:
                             type_id, _version, key, value = entry
-                            rt = codec.record_type(type_id)
+                            group = groups.get(type_id)
+                            if group is None:
+                                rt = codec.record_type(type_id)
+                                group = groups[type_id] = rt.snapshot_of if rt.compaction == "delta" else type_id
                         except Exception as e:
                             raise CorruptSegmentError(task["path"], offset, f"cannot compact record: {e}") from None
-                        group = rt.snapshot_of if rt.compaction == "delta" else type_id
-                        for col, v in zip(cols, (offset, batch.timestamp, type_id, group, packb(key),
-                                                 packb(entry), value is None)):
-                            col.append(v)
-                records_in.add(len(cols[0]))
+                        row = (offset, batch.timestamp, type_id, group, entry, value is None)
+                        group_key = (group, packb(key))
+                        if type_id == group:
+                            bases[group_key] = row
+                            deltas.pop(group_key, None)
+                        else:
+                            deltas.setdefault(group_key, []).append(row)
+                records_in.add(count)
+                cols: list[list] = [[] for _ in range(7)]
+                for (_, key), row in [*bases.items(), *((k, r) for k, rs in deltas.items() for r in rs)]:
+                    offset, ts, type_id, group, entry, tombstone = row
+                    for col, v in zip(cols, (offset, ts, type_id, group, key, packb(entry), tombstone)):
+                        col.append(v)
                 yield pa.RecordBatch.from_arrays(
                     [pa.array(cols[0], pa.int64()), pa.array(cols[1], pa.int64()), pa.array(cols[2], pa.int32()),
                      pa.array(cols[3], pa.int32()), pa.array(cols[4], pa.binary()), pa.array(cols[5], pa.binary()),
