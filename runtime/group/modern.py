@@ -20,8 +20,9 @@ from typing import Callable, Iterable, Mapping
 
 from ..assignors import MemberSubscription
 
-__all__ = ["Assignment", "AssignmentPacer", "ModernGroup", "ModernGroupConfig", "metadata_hash", "compute_target_assignment",
-           "frozen_assignment", "session_timeout_key", "rebalance_timeout_key", "assignment_timer_key"]
+__all__ = ["Assignment", "EMPTY", "AssignmentPacer", "ModernGroup", "ModernGroupConfig", "metadata_hash",
+           "compute_target_assignment", "frozen_assignment", "session_timeout_key", "rebalance_timeout_key",
+           "assignment_timer_key"]
 
 # {topic: frozenset(partitions)}; a topic with no partitions is left out
 Assignment = dict[str, frozenset]
@@ -116,9 +117,6 @@ class ModernGroup:
 
     def is_empty(self) -> bool:
         return not self.members
-
-    def has_member(self, member_id: str) -> bool:
-        return member_id in self.members
 
     def static_member(self, instance_id: str | None):
         member_id = self.static_members.get(instance_id) if instance_id is not None else None
