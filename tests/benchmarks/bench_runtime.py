@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -110,7 +111,7 @@ def write_load_log(directory: str, records: int, per_batch: int) -> int:
 
 def bench_load(directory: str, records: int, per_batch: int, repeats: int) -> dict:
     size = write_load_log(directory, records, per_batch)
-    best = None
+    times = []
     for _ in range(repeats):
         runtime = CoordinatorRuntime("__bench-0", 0, OffsetShard,
                                      lambda: FileLog(directory, LogConfig(fsync=False)))
@@ -120,7 +121,8 @@ def bench_load(directory: str, records: int, per_batch: int, repeats: int) -> di
         assert progress.records == records
         assert len(runtime.shard.offsets) == min(records, DISTINCT_KEYS)
         runtime.close()
-        best = elapsed if best is None else min(best, elapsed)
+        times.append(elapsed)
+    best = min(times)
     rate = records / best
     return {"records": records, "distinct_keys": min(records, DISTINCT_KEYS), "records_per_batch": per_batch,
             "log_bytes": size,
@@ -128,7 +130,8 @@ def bench_load(directory: str, records: int, per_batch: int, repeats: int) -> di
             "goal_records_per_s": LOAD_GOAL_RECORDS_PER_S, "meets_goal": rate >= LOAD_GOAL_RECORDS_PER_S,
             "kafka_records_per_s": KAFKA_LOAD_RECORDS_PER_S,
             "ratio_to_kafka": round(rate / KAFKA_LOAD_RECORDS_PER_S, 4),
-            "repeats": repeats, "figure": "best of repeats"}
+            "median_records_per_s": round(records / statistics.median(times)),
+            "repeats": repeats, "figure": "records_per_s is the best of the repeats"}
 
 
 def main() -> None:
