@@ -20,10 +20,12 @@ AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = (
 # The holder of a record that nobody holds.
 EMPTY_MEMBER_ID = ""
 
-# Kafka's legal moves of a record (SharePartition.RecordState.validateTransition): a record is
-# acquired from AVAILABLE, and an acquired record is released, acknowledged or archived.
+# Kafka's legal moves of a record: a record is acquired from AVAILABLE, and an acquired record
+# is released, acknowledged or archived (RecordState.validateTransition). An available record
+# is archived when it left the log (the log start offset passed it, compaction removed it),
+# which Kafka does with InFlightState.archive().
 TRANSITIONS: dict[RecordState, frozenset[RecordState]] = {
-    AVAILABLE: frozenset({ACQUIRED}),
+    AVAILABLE: frozenset({ACQUIRED, ARCHIVED}),
     ACQUIRED: frozenset({AVAILABLE, ACKNOWLEDGED, ARCHIVED}),
     ACKNOWLEDGED: frozenset(),
     ARCHIVED: frozenset(),

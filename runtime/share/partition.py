@@ -391,6 +391,11 @@ class SharePartition:
         if limit <= 0:
             return ShareAcquiredRecords()
         first_base = spans[0][0]
+        if fetch_offset < first_base and self._keys:
+            # Nothing in the log between the fetch offset and the first batch read any more
+            # (compaction): archive what the cache still has there so the start offset moves on.
+            self._archive_available(fetch_offset, first_base - 1)
+            self._find_next_fetch_offset = True
         base = first_base
         i = self._floor_index(base)
         if i < 0:
@@ -589,7 +594,8 @@ class SharePartition:
                 last = min(b.last_offset, batch.last_offset)
                 if batch.offset_states is None:
                     self._check_holder(member_id, batch.batch_state)
-                    if batch.first_offset >= b.first_offset and batch.last_offset <= b.last_offset and not per_offset:
+                    if (not per_offset and b.first_offset <= batch.first_offset and batch.last_offset <= b.last_offset
+                            and batch.first_offset >= self.start_offset):
                         plan.append((batch, None, b.acknowledge_types[0]))
                         continue
                 else:
@@ -703,58 +709,79 @@ class SharePartition:
 
     # ---- start offset ----
 
-    def _can_move_start_offset(self) -> bool:
-        if not self._keys:
-            return False
-        i = self._floor_index(self.start_offset)
-        if i < 0:
-            return False  # an unfetched gap right at the start offset
-        batch = self._cache[self._keys[i]]
-        if batch.last_offset < self.start_offset:
-            return False
-        state = batch.state_at(self.start_offset)
-        return not state.ongoing and state.state in TERMINAL
+    def update_log_start_offset(self, log_start_offset: int) -> None:
+        """The log start offset moved past the start offset (retention, deleted records): what
+        is not held any more is archived and the start offset jumps there. Held records below
+        it are archived when acknowledged, released or expired (Kafka's updateCacheAndOffsets).
+        Nothing is written now; the next write carries the new start offset."""
+        self._require_active()
+        if log_start_offset <= self.start_offset:
+            return
+        self.start_offset = log_start_offset
+        if self.end_offset < log_start_offset:
+            self.end_offset = log_start_offset
+        self._advance_start_offset()
+        self._find_next_fetch_offset = True
 
-    def _last_offset_acknowledged(self) -> int:
-        """The last offset of the run of settled terminal records at the head of the cache."""
-        last = -1
-        gap_active = self._gap_window_active()
-        for k in self._keys:
-            batch = self._cache[k]
-            if gap_active and batch.last_offset >= self._gap_window.gap_start_offset:
-                return last
-            for s in batch.states():
+    def _archive_available(self, first: int, last: int) -> None:
+        """Archive the settled AVAILABLE records in [first, last]: they left the log."""
+        i = max(self._floor_index(first), 0)
+        for batch in [self._cache[k] for k in self._keys[i:]]:
+            if batch.first_offset > last:
+                break
+            if batch.last_offset < first:
+                continue
+            if batch.offset_states is None:
+                shared = batch.batch_state
+                if shared.state is not AVAILABLE or shared.ongoing:
+                    continue
+                if first <= batch.first_offset and batch.last_offset <= last:
+                    shared.move(ARCHIVED, 0, EMPTY_MEMBER_ID, self.max_delivery_count)
+                    continue
+                self._split(batch)
+            for offset in range(max(first, batch.first_offset), min(last, batch.last_offset) + 1):
+                s = batch.offset_states[offset]
+                if s.state is AVAILABLE and not s.ongoing:
+                    s.move(ARCHIVED, 0, EMPTY_MEMBER_ID, self.max_delivery_count)
+
+    def _advance_start_offset(self) -> None:
+        """Move the start offset past settled terminal records and gaps in the log, and drop
+        the batches left wholly behind it (Kafka's maybeUpdateCachedStateAndOffsets). Records
+        still held below the start offset (after the log start offset moved) stay cached
+        without holding the start offset back."""
+        keys, cache = self._keys, self._cache
+        if keys and keys[0] < self.start_offset:
+            self._archive_available(keys[0], self.start_offset - 1)
+        position = self.start_offset
+        gap_start = self._gap_window.gap_start_offset if self._gap_window_active() else None
+        done = False
+        for k in keys:
+            for s in cache[k].states():
+                if s.last_offset < position:
+                    continue
+                if s.first_offset > position:
+                    if gap_start is not None and gap_start < s.first_offset:
+                        # Offsets from the gap start on were never fetched since the restart.
+                        position = max(position, gap_start)
+                        done = True
+                        break
+                    position = s.first_offset  # nothing in the log between
                 if s.ongoing or s.state not in TERMINAL:
-                    return last
-                last = s.last_offset
-        return last
-
-    def _advance_start_offset(self) -> bool:
-        """Move the start offset past terminal records and drop whole batches behind it
-        (Kafka's maybeUpdateCachedStateAndOffsets)."""
-        if not self._can_move_start_offset():
-            return False
-        last_done = self._last_offset_acknowledged()
-        if last_done == -1:
-            return False
-        keys = self._keys
-        if last_done == self._cache[keys[-1]].last_offset:
-            self.start_offset = self.end_offset = last_done + 1
-            keys.clear()
-            self._cache.clear()
-            return True
-        i = self._floor_index(last_done)
-        batch = self._cache[keys[i]]
-        if last_done == batch.last_offset:
-            self.start_offset = max(self.start_offset, keys[i + 1])
-            if self._gap_window_active():
-                # The offsets between are a gap still to fetch, not a gap in the log.
-                self.start_offset = min(self._gap_window.gap_start_offset, self.start_offset)
-            drop = i + 1
-        else:
-            self.start_offset = max(self.start_offset, last_done + 1)
-            drop = i  # the batch holding the start offset stays until all of it is done
+                    done = True
+                    break
+                position = s.last_offset + 1
+            if done:
+                break
+        self.start_offset = position
+        drop = 0
+        for k in keys:
+            batch = cache[k]
+            if batch.last_offset >= position or any(s.ongoing or s.state not in TERMINAL for s in batch.states()):
+                break
+            drop += 1
         for k in keys[:drop]:
-            del self._cache[k]
+            del cache[k]
         del keys[:drop]
-        return True
+        if not keys:
+            self.end_offset = max(self.end_offset, position)
+            self.start_offset = self.end_offset

@@ -63,7 +63,8 @@ def expect_error(error, fn, *args, **kwargs):
 @pytest.mark.parametrize("start", list(RecordState))
 @pytest.mark.parametrize("to", list(RecordState))
 def test_transition_table_is_kafkas(start, to):
-    legal = {(AVAILABLE, ACQUIRED), (ACQUIRED, AVAILABLE), (ACQUIRED, ACKNOWLEDGED), (ACQUIRED, ARCHIVED)}
+    legal = {(AVAILABLE, ACQUIRED), (AVAILABLE, ARCHIVED), (ACQUIRED, AVAILABLE), (ACQUIRED, ACKNOWLEDGED),
+             (ACQUIRED, ARCHIVED)}
     assert (to in TRANSITIONS[start]) == ((start, to) in legal)
     s = InFlightState(0, 4, start, 2, "m" if start is ACQUIRED else "", 77)
     before = (s.state, s.delivery_count, s.member_id, s.deadline_ms)
@@ -229,7 +230,7 @@ def test_reacquiring_part_of_a_released_batch_tracks_offsets():
     got = sp.acquire("m2", [(0, 9)], 4, 10)  # the batch is re-delivered whole
     assert got.acquired_records == (AcquiredRecords(0, 9, 2),)
     ack(sp, "m2", AB(0, 9, RELEASE))
-    got = sp.acquire("m3", [(3, 9)], 4, 20)  # a read from inside the batch: offsets 3-6
+    got = sp.acquire("m3", [(3, 9)], 4, 20, fetch_offset=3)  # a read from inside the batch: offsets 3-6
     assert got.acquired_records == (AcquiredRecords(3, 6, 3),)
     assert sp.next_fetch_offset() == 0
 
@@ -559,3 +560,37 @@ def test_offsets_released_by_a_pending_write_are_skipped_inside_a_tracked_batch(
     sp.commit(pending)
     assert sp.next_fetch_offset() == 1
     assert sp.acquire("m3", [(0, 9)], 100, 30).acquired_records == (AcquiredRecords(1, 2, 2),)
+
+
+def test_records_gone_from_the_log_are_archived_when_a_read_skips_them():
+    sp = make()
+    sp.acquire("m1", [(0, 9)], 100, 0)
+    ack(sp, "m1", AB(0, 9, RELEASE))
+    got = sp.acquire("m2", [(5, 9), (10, 14)], 100, 10, fetch_offset=0)  # 0-4 compacted away
+    assert got.acquired_records == (AcquiredRecords(5, 9, 2), AcquiredRecords(10, 14, 1))
+    assert sp.record_states()[0] == (ARCHIVED, 1, "", None)
+    ack(sp, "m2", AB(5, 14, ACCEPT))
+    assert (sp.start_offset, sp.cached_batches()) == (15, [])
+
+
+def test_log_start_offset_movement():
+    sp = make()
+    sp.acquire("m1", [(0, 9)], 100, 0)
+    sp.acquire("m2", [(10, 19)], 100, 0)
+    ack(sp, "m1", AB(0, 9, RELEASE))
+    ack(sp, "m2", AB(10, 11, ACCEPT))
+    sp.update_log_start_offset(15)
+    # 0-9 (available) is archived and dropped; 12-14 are still held by m2 but no longer count.
+    assert (sp.start_offset, sp.next_fetch_offset()) == (15, 20)
+    assert [(b.first_offset, b.last_offset) for b in sp.cached_batches()] == [(10, 19)]
+    assert sp.record_states()[15] == (ACQUIRED, 1, "m2", LOCK)
+    assert sp.acknowledge("m2", [AB(12, 14, ACCEPT)], 5).state_batches == ()
+    pending = sp.expire(LOCK)
+    assert pending.state_batches == (PSB(12, 19, 0, 1),) and pending.start_offset == 15
+    sp.commit(pending)
+    assert sp.record_states() == {o: (AVAILABLE, 1, "", None) for o in range(15, 20)}
+    assert 14 not in sp.record_states() and sp.next_fetch_offset() == 15
+    sp.update_log_start_offset(30)
+    assert (sp.start_offset, sp.end_offset, sp.cached_batches(), sp.next_fetch_offset()) == (30, 30, [], 30)
+    sp.update_log_start_offset(25)
+    assert sp.start_offset == 30
