@@ -133,11 +133,8 @@ class RuntimeConfig:
 
 
 _pack = msgpack.Packer(use_bin_type=True).pack
+_array_header = msgpack.Packer().pack_array_header
 _KEEP = object()  # a waiter's response stays as it is
-
-
-def _array_header(n: int) -> bytes:
-    return msgpack.Packer().pack_array_header(n)
 
 
 class CoordinatorRuntime(Generic[S]):
