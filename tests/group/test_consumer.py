@@ -627,3 +627,17 @@ def test_describe_a_classic_group_id(tmp_path):
     (described,) = h.read(lambda s: s.consumer_group_describe(["simple"]))
     assert described.error_code == Errors.GROUP_ID_NOT_FOUND.code
     assert described.error_message == "group simple is not a consumer group"
+
+
+def test_timers_come_back_after_a_restart(tmp_path):
+    h = harness(tmp_path)
+    hb(h, "a")
+    hb(h, "b")
+    hb(h, "a", 1)  # a must revoke 2-3 within its rebalance timeout
+    h.reload()
+    h.call(lambda s, now: s.update_topics({"t": 4}, now))
+    assert member(h, "a").state is MemberState.UNREVOKED_PARTITIONS
+    h.advance(REBALANCE_MS)
+    assert list(group(h).members) == ["b"]
+    h.advance(SESSION_MS)
+    assert group(h).members == {}
