@@ -85,7 +85,10 @@ def _spark(args) -> Iterator:
             if address != "auto":
                 raise
             ray.init(include_dashboard=False, log_to_driver=False)
-    with spark_session("shoal-" + args.command, args.executors, args.executor_cores, args.executor_memory) as spark:
+    # Our progress bar replaces Spark's stage bars, which would overwrite it.
+    with spark_session("shoal-" + args.command, args.executors, args.executor_cores, args.executor_memory,
+                       {"spark.ui.showConsoleProgress": "false"}) as spark:
+        spark.sparkContext.setLogLevel("ERROR")
         yield spark
 
 

@@ -36,8 +36,8 @@ from runtime.log import (ATTR_COMPACTED, FileLog, LogConfig, SegmentInfo, compac
                          encode_batch, swap_segments)
 from runtime.timer import CoordinatorTimer
 
-from .loader import (CorruptSegmentError, batch_entries, find_logs, import_record_modules, manifest_of,
-                     raise_corrupt_segment, record_modules, segment_batches, segment_rows, segments_frame)
+from .loader import (CorruptSegmentError, find_logs, import_record_modules, manifest_of, raise_corrupt_segment,
+                     record_modules, segment_records, segment_rows, segments_frame)
 
 DEFAULT_DELETE_RETENTION_MS = 86_400_000  # Kafka's delete.retention.ms
 MAX_BATCH_BYTES = 1 << 20
@@ -90,8 +90,8 @@ def _compaction_rows(modules: list[str], records_in):
                 bases: dict[tuple, tuple] = {}  # (group, key) -> newest record of the group's own type
                 deltas: dict[tuple, list] = {}  # (group, key) -> delta records after that one
                 count = 0
-                for batch in segment_batches(task["path"], task["base_offset"], False):
-                    offsets, entries = batch_entries(batch, task["path"])
+                for batch, offsets, entries in segment_records(task["path"], task["base_offset"],
+                                                               task["end_offset"], False):
                     count += len(entries)
                     for offset, entry in zip(offsets, entries):
                         try:

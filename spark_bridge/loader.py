@@ -25,7 +25,8 @@ from runtime.log import ATTR_COMPACTED, ATTR_CONTROL, MANIFEST, Batch, read_mani
 
 RECORDS_SCHEMA = ("log string, partition int, offset long, batch_timestamp long, record_type string, "
                   "key string, value string, tombstone boolean")
-SEGMENTS_SCHEMA = "log string, partition int, path string, base_offset long, active boolean, data boolean"
+SEGMENTS_SCHEMA = ("log string, partition int, path string, base_offset long, end_offset long, active boolean, "
+                   "data boolean")
 _LOG_NAME = re.compile(r"^(.+)-(\d+)$")
 _SEGMENT_FILE = re.compile(r"^\d{20}(-\d{20}\.compacted)?\.log$")
 
@@ -102,7 +103,7 @@ def segment_rows(logs: list[LogInfo], closed_only: bool = False) -> list[tuple]:
             if closed_only and active:
                 continue
             rows.append((log.name, log.partition, os.path.join(log.directory, seg.file), seg.base_offset,
-                         active, not log.internal))
+                         seg.end_offset, active, not log.internal))
     return rows
 
 
@@ -128,14 +129,39 @@ def segment_batches(path: str, base_offset: int, active: bool) -> list[Batch]:
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
-        # Swapped out by a compaction since the manifest was read: its records are in the
-        # replacement, which a fresh load will see.
         raise FileNotFoundError(f"segment {path} was replaced while it was being read; run again") from None
     try:
         batches, _ = scan_batches(data, strict=not active, name=path)
     except CorruptRecordError as e:
         raise CorruptSegmentError(path, e.offset if e.offset is not None else base_offset, str(e)) from None
     return batches
+
+
+def segment_records(path: str, base_offset: int, end_offset: int | None, active: bool
+                    ) -> Iterator[tuple[Batch, list[int], tuple]]:
+    """(batch, offsets, raw entries) of the segment that held [base_offset, end_offset)
+    when the manifest was read. If a compaction has swapped it out since, the same offsets
+    are read from what replaced it: a newer, compacted view of that range."""
+    try:
+        batches = segment_batches(path, base_offset, active)
+    except FileNotFoundError:
+        yield from _replacement_records(os.path.dirname(path), base_offset, end_offset)
+        return
+    for batch in batches:
+        yield (batch, *batch_entries(batch, path))
+
+
+def _replacement_records(directory: str, base: int, end: int | None) -> Iterator[tuple[Batch, list[int], tuple]]:
+    segments = manifest_of(directory).segments
+    for i, seg in enumerate(segments):
+        if (end is not None and seg.base_offset >= end) or (seg.end_offset is not None and seg.end_offset <= base):
+            continue
+        path = os.path.join(directory, seg.file)
+        for batch in segment_batches(path, seg.base_offset, i == len(segments) - 1 and seg.end_offset is None):
+            offsets, entries = batch_entries(batch, path)
+            keep = [j for j, o in enumerate(offsets) if o >= base and (end is None or o < end)]
+            if keep:
+                yield batch, [offsets[j] for j in keep], tuple(entries[j] for j in keep)
 
 
 def batch_entries(batch: Batch, path: str) -> tuple[list[int], tuple]:
@@ -197,8 +223,8 @@ def _decode_segments(modules: list[str]) -> Callable:
         for tasks in batches:
             for task in tasks.to_pylist():
                 cols: list[list] = [[] for _ in names]
-                for batch in segment_batches(task["path"], task["base_offset"], task["active"]):
-                    offsets, entries = batch_entries(batch, task["path"])
+                for batch, offsets, entries in segment_records(task["path"], task["base_offset"],
+                                                               task["end_offset"], task["active"]):
                     rows = (data_rows(batch, offsets, entries) if task["data"]
                             else record_rows(batch, offsets, entries, task["path"]))
                     for offset, rtype, key, value, tombstone in rows:

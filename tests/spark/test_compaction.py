@@ -126,6 +126,7 @@ def test_compaction_keeps_state_and_offsets_while_the_writer_appends(spark, tmp_
             for i in range(8):
                 h.call(lambda s, _now: s.set_balances({"f": i, "b": -i}))
 
+    stale = load_logs(spark, directory)  # its segment list is read now, its segments later
     result = compact_log(spark, directory, now_ms=now, progress=writer_keeps_going)
 
     kept = expected_survivors(before, end, now)
@@ -141,6 +142,9 @@ def test_compaction_keeps_state_and_offsets_while_the_writer_appends(spark, tmp_
     segments = read_manifest(directory).segments
     assert segments[0].file == f"{closed[0].base_offset:020d}-{end:020d}.compacted.log"
     assert segments[1].base_offset == end and len(segments) >= 3  # the writer rolled meanwhile
+    # A load planned before the swap reads the replaced offsets from the compacted segment.
+    assert sorted((r.asDict() for r in stale.collect()), key=lambda r: r["offset"]) == [
+        r for r in after if r["offset"] < segments[1].end_offset]
 
     live = digest(h.shard)
     h.runtime.close()
