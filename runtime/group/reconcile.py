@@ -102,14 +102,31 @@ def reconcile(member, target_epoch: int, target: Assignment, owner_of: Callable[
     None); `owned` is what the member reported in this heartbeat (None if it did not);
     `subscribed` is the set of topics the member subscribes to now: partitions of other
     topics are revoked whatever the target says."""
-    if is_reconciled_to(member, target_epoch):
-        return member
-    if member.state is S.UNREVOKED_PARTITIONS and owns_any(owned, member.partitions_pending_revocation):
-        return member
+    if is_reconciled_to(member, target_epoch) or (
+            member.state is S.UNREVOKED_PARTITIONS and owns_any(owned, member.partitions_pending_revocation)):
+        return _drop_unsubscribed(member, target_epoch, owned, subscribed)
     if member.state is S.UNKNOWN and (owned is None or owned):
         raise KafkaError(Errors.FENCED_MEMBER_EPOCH, "the member is in an unknown state: it must abandon "
                                                      "all its partitions and rejoin")
     return _next_assignment(member, target_epoch, target, owner_of, owned, subscribed)
+
+
+def _drop_unsubscribed(member, target_epoch, owned, subscribed):
+    """A member that cannot move to a new target still gives up the topics it no longer
+    subscribes to: the target may lag behind subscriptions (the assignor runs at most once
+    per assignment interval)."""
+    current = member.assigned_partitions
+    if all(topic in subscribed for topic in current):
+        return member
+    assigned = {t: ps for t, ps in current.items() if t in subscribed}
+    pending = dict(member.partitions_pending_revocation)
+    for topic, partitions in current.items():
+        if topic not in subscribed:
+            pending[topic] = pending.get(topic, frozenset()) | partitions
+    if owns_any(owned, pending):
+        return _transition(member, S.UNREVOKED_PARTITIONS, member.member_epoch, target_epoch, assigned, pending)
+    # already given up: only the assignment shrinks
+    return _transition(member, member.state, member.member_epoch, target_epoch, assigned, {})
 
 
 def _next_assignment(member, target_epoch, target, owner_of, owned, subscribed):

@@ -641,3 +641,17 @@ def test_timers_come_back_after_a_restart(tmp_path):
     assert list(group(h).members) == ["b"]
     h.advance(SESSION_MS)
     assert group(h).members == {}
+
+
+def test_unsubscribed_topic_is_revoked_while_the_assignor_waits(tmp_path):
+    h = harness(tmp_path, {"t": 2, "u": 2}, **{"group.consumer.assignment.interval.ms": 1000})
+    hb(h, "a", subscribed_topic_names=("t", "u"))
+    response = hb(h, "a", 1, subscribed_topic_names=("u",), owns={"t": {0, 1}, "u": {0, 1}})
+    assert group(h).assignment_epoch == 1 and group(h).group_epoch == 2
+    assert (response.member_epoch, response.assignment) == (1, assignment(u=(0, 1)))
+    assert member(h, "a").state is MemberState.UNREVOKED_PARTITIONS
+    hb(h, "a", 1, owns={"u": {0, 1}})
+    assert member(h, "a").state is MemberState.STABLE and group(h).owner_of("t", 0) is None
+    h.advance(1000)
+    assert group(h).assignment_epoch == 2
+    assert hb(h, "a", 1).member_epoch == 2

@@ -135,3 +135,17 @@ def test_transition_invariants(to, epoch, pending):
 def test_state_bytes():
     assert [s.value for s in S] == [0, 1, 2, 127]
     assert S.from_value(5) is S.UNKNOWN and S.from_value(1) is S.UNREVOKED_PARTITIONS
+
+
+def test_reconciled_member_still_revokes_unsubscribed_topics():
+    member = m(assigned={"t": fs(0), "u": fs(1)})
+    new = reconcile(member, 1, {"t": fs(0), "u": fs(1)}, free, {"t": fs(0), "u": fs(1)}, frozenset({"t"}))
+    assert (new.state, new.member_epoch) == (S.UNREVOKED_PARTITIONS, 1)
+    assert new.assigned_partitions == {"t": fs(0)} and new.partitions_pending_revocation == {"u": fs(1)}
+    # reported gone: back to stable in the same epoch
+    done = reconcile(new, 1, {"t": fs(0), "u": fs(1)}, free, {"t": fs(0)}, frozenset({"t"}))
+    assert (done.state, done.member_epoch, done.assigned_partitions) == (S.STABLE, 1, {"t": fs(0)})
+    # a member that already let go only shrinks
+    shrunk = reconcile(member, 1, {"t": fs(0), "u": fs(1)}, free, {"t": fs(0)}, frozenset({"t"}))
+    assert (shrunk.state, shrunk.assigned_partitions, shrunk.partitions_pending_revocation) == (
+        S.STABLE, {"t": fs(0)}, {})
