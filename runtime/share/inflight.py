@@ -9,10 +9,12 @@ back. A record with a change under way is neither acquired nor acknowledged agai
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..errors import Errors, KafkaError
 from .records import PersisterStateBatch, RecordState
 
-__all__ = ["EMPTY_MEMBER_ID", "TRANSITIONS", "TERMINAL", "InFlightState", "InFlightBatch"]
+__all__ = ["EMPTY_MEMBER_ID", "TRANSITIONS", "TERMINAL", "InFlightState", "InFlightBatch", "GapWindow"]
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = (
     RecordState.AVAILABLE, RecordState.ACQUIRED, RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
@@ -128,3 +130,13 @@ class InFlightBatch:
 
     def __repr__(self) -> str:
         return f"InFlightBatch({self.first_offset}-{self.last_offset} {list(self.states())})"
+
+
+@dataclass
+class GapWindow:
+    """Offsets after a persisted state read that may hold records neither the share
+    coordinator nor the cache knows about (they were acquired and never acknowledged before a
+    restart). While the cache's end offset is still `end_offset`, fetching goes back to
+    `gap_start_offset` first; once the end offset moves on, every gap has been fetched."""
+    end_offset: int
+    gap_start_offset: int

@@ -31,10 +31,12 @@ from typing import Any, Iterable, Sequence
 
 from ..errors import Errors, KafkaError, raise_if
 from ..messages.share import AcknowledgementBatch, AcknowledgeType, AcquiredRecords
-from .inflight import EMPTY_MEMBER_ID, TERMINAL, InFlightBatch, InFlightState
+from ..messages.share_state import (ReadShareGroupStateRequest, ReadStateData, ReadStatePartitionData,
+                                    WriteShareGroupStateRequest, WriteStateData, WriteStatePartitionData)
+from .inflight import EMPTY_MEMBER_ID, TERMINAL, GapWindow, InFlightBatch, InFlightState
 from .records import PersisterStateBatch, RecordState
 
-__all__ = ["SharePartition", "SharePartitionState", "PendingShareWrite", "ShareAcquiredRecords", "GapWindow",
+__all__ = ["SharePartition", "SharePartitionState", "PendingShareWrite", "ShareAcquiredRecords",
            "LATEST_TIMESTAMP", "EARLIEST_TIMESTAMP", "UNINITIALIZED_START_OFFSET"]
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = (
@@ -79,16 +81,6 @@ _PARTITION_TRANSITIONS = {
 }
 
 
-@dataclass
-class GapWindow:
-    """Offsets after a persisted state read that may hold records neither the share
-    coordinator nor the cache knows about (they were acquired and never acknowledged before a
-    restart). While the cache's end offset is still `end_offset`, fetching goes back to
-    `gap_start_offset` first; once the end offset moves on, every gap has been fetched."""
-    end_offset: int
-    gap_start_offset: int
-
-
 @dataclass(frozen=True)
 class ShareAcquiredRecords:
     acquired_records: tuple[AcquiredRecords, ...] = ()
@@ -110,12 +102,28 @@ class PendingShareWrite:
     _owner: Any = field(default=None, repr=False)
     done: bool = False
 
+    def request(self) -> WriteShareGroupStateRequest:
+        partition = WriteStatePartitionData(self.partition, self.state_epoch, self.leader_epoch, self.start_offset,
+                                            self.delivery_complete_count, self.state_batches)
+        return WriteShareGroupStateRequest(self.group_id, (WriteStateData(self.topic_id, (partition,)),))
+
 
 def _span(batch: Any) -> tuple[int, int]:
     """A fetched log batch as (base_offset, last_offset): a pair, or anything with those fields."""
     if isinstance(batch, tuple):
         return batch
     return batch.base_offset, batch.last_offset
+
+
+def _persister_error(error_code: int, message: str | None) -> KafkaError:
+    """A share coordinator error as the share partition reports it (Kafka's
+    fetchPersisterError): a fenced epoch means another leader owns the state."""
+    error = Errors.for_code(error_code)
+    if error in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS):
+        error = Errors.COORDINATOR_NOT_AVAILABLE
+    elif error in (Errors.FENCED_LEADER_EPOCH, Errors.FENCED_STATE_EPOCH):
+        error = Errors.NOT_LEADER_OR_FOLLOWER
+    return KafkaError(error, message)
 
 
 _DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", re.IGNORECASE)
@@ -204,6 +212,11 @@ class SharePartition:
     def _name(self) -> str:
         return f"{self.group_id}-{self.topic_id}-{self.partition}"
 
+    def read_request(self) -> ReadShareGroupStateRequest:
+        """The share coordinator read that initialize() wants the answer of."""
+        partition = ReadStatePartitionData(self.partition, self.leader_epoch)
+        return ReadShareGroupStateRequest(self.group_id, (ReadStateData(self.topic_id, (partition,)),))
+
     def fence(self) -> None:
         """The share coordinator answered a write with a fenced epoch: stop serving."""
         self._transition(SharePartitionState.FENCED)
@@ -226,12 +239,7 @@ class SharePartition:
     def _load(self, read_result: Any, reset_offset: int | None) -> None:
         error_code = getattr(read_result, "error_code", 0)
         if error_code:
-            error = Errors.for_code(error_code)
-            if error in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS):
-                error = Errors.COORDINATOR_NOT_AVAILABLE
-            elif error in (Errors.FENCED_LEADER_EPOCH, Errors.FENCED_STATE_EPOCH):
-                error = Errors.NOT_LEADER_OR_FOLLOWER
-            raise KafkaError(error, getattr(read_result, "error_message", None))
+            raise _persister_error(error_code, getattr(read_result, "error_message", None))
         start = read_result.start_offset
         if start == UNINITIALIZED_START_OFFSET:
             if reset_offset is None:
@@ -394,7 +402,7 @@ class SharePartition:
         if fetch_offset < first_base and self._keys:
             # Nothing in the log between the fetch offset and the first batch read any more
             # (compaction): archive what the cache still has there so the start offset moves on.
-            self._archive_available(fetch_offset, first_base - 1)
+            self._archive(fetch_offset, first_base - 1, AVAILABLE)
             self._find_next_fetch_offset = True
         base = first_base
         i = self._floor_index(base)
@@ -517,7 +525,7 @@ class SharePartition:
         # Aborted transactional records are archived straight away (in memory, as Kafka does:
         # a restart re-reads and re-archives them) and never reach the consumer.
         for lo, hi in aborted:
-            self._archive_acquired(member_id, lo, hi)
+            self._archive(lo, hi, ACQUIRED, member_id)
         kept = []
         for r in acquired:
             pieces = [(r.first_offset, r.last_offset)]
@@ -526,22 +534,6 @@ class SharePartition:
             kept += [AcquiredRecords(a, b, r.delivery_count) for a, b in pieces]
         self._advance_start_offset()
         return ShareAcquiredRecords(tuple(kept), sum(r.last_offset - r.first_offset + 1 for r in kept))
-
-    def _archive_acquired(self, member_id: str, first: int, last: int) -> None:
-        i = max(self._floor_index(first), 0)
-        for batch in [self._cache[k] for k in self._keys[i:]]:
-            if batch.first_offset > last:
-                break
-            if batch.last_offset < first:
-                continue
-            if batch.offset_states is None and not (first <= batch.first_offset and batch.last_offset <= last):
-                if batch.batch_state.state is not ACQUIRED or batch.batch_state.ongoing:
-                    continue
-                self._split(batch)
-            for s in list(batch.states()):
-                if (first <= s.first_offset and s.last_offset <= last and s.state is ACQUIRED
-                        and s.member_id == member_id and not s.ongoing):
-                    s.move(ARCHIVED, 0, EMPTY_MEMBER_ID, self.max_delivery_count)
 
     # ---- acknowledging ----
 
@@ -697,6 +689,21 @@ class SharePartition:
                 self._find_next_fetch_offset = True
         self._advance_start_offset()
 
+    def complete_write(self, pending: PendingShareWrite, error_code: int,
+                       error_message: str | None = None) -> KafkaError | None:
+        """Settle a write by the share coordinator's answer for this partition: commit on
+        success; otherwise roll back and return the error to answer with. A fenced epoch means
+        another leader or a re-initialisation owns the state, so this partition stops serving
+        (Kafka answers NOT_LEADER_OR_FOLLOWER, and the client finds the new leader)."""
+        if error_code == Errors.NONE.code:
+            self.commit(pending)
+            return None
+        self.rollback(pending)
+        error = _persister_error(error_code, error_message)
+        if error.error is Errors.NOT_LEADER_OR_FOLLOWER and self.state is SharePartitionState.ACTIVE:
+            self.fence()
+        return error
+
     def rollback(self, pending: PendingShareWrite) -> None:
         """The write failed: every record it touched is back as it was, holder and lock included."""
         self._settle(pending)
@@ -723,8 +730,12 @@ class SharePartition:
         self._advance_start_offset()
         self._find_next_fetch_offset = True
 
-    def _archive_available(self, first: int, last: int) -> None:
-        """Archive the settled AVAILABLE records in [first, last]: they left the log."""
+    def _archive(self, first: int, last: int, state: RecordState, member_id: str | None = None) -> None:
+        """Archive the settled records in [first, last] that are in `state` (and held by
+        member_id, if given): they left the log, or belong to an aborted transaction."""
+        def wanted(s: InFlightState) -> bool:
+            return s.state is state and not s.ongoing and (member_id is None or s.member_id == member_id)
+
         i = max(self._floor_index(first), 0)
         for batch in [self._cache[k] for k in self._keys[i:]]:
             if batch.first_offset > last:
@@ -732,16 +743,12 @@ class SharePartition:
             if batch.last_offset < first:
                 continue
             if batch.offset_states is None:
-                shared = batch.batch_state
-                if shared.state is not AVAILABLE or shared.ongoing:
+                if not wanted(batch.batch_state):
                     continue
-                if first <= batch.first_offset and batch.last_offset <= last:
-                    shared.move(ARCHIVED, 0, EMPTY_MEMBER_ID, self.max_delivery_count)
-                    continue
-                self._split(batch)
-            for offset in range(max(first, batch.first_offset), min(last, batch.last_offset) + 1):
-                s = batch.offset_states[offset]
-                if s.state is AVAILABLE and not s.ongoing:
+                if not (first <= batch.first_offset and batch.last_offset <= last):
+                    self._split(batch)
+            for s in list(batch.states()):
+                if first <= s.first_offset and s.last_offset <= last and wanted(s):
                     s.move(ARCHIVED, 0, EMPTY_MEMBER_ID, self.max_delivery_count)
 
     def _advance_start_offset(self) -> None:
@@ -751,7 +758,7 @@ class SharePartition:
         without holding the start offset back."""
         keys, cache = self._keys, self._cache
         if keys and keys[0] < self.start_offset:
-            self._archive_available(keys[0], self.start_offset - 1)
+            self._archive(keys[0], self.start_offset - 1, AVAILABLE)
         position = self.start_offset
         gap_start = self._gap_window.gap_start_offset if self._gap_window_active() else None
         done = False

@@ -1,0 +1,102 @@
+"""SharePartition against the real share coordinator shard: its pending writes are what the
+coordinator stores, a share partition loaded from the coordinator (also after the
+coordinator restarts) has the same record states, and fenced writes stop the old leader."""
+from __future__ import annotations
+
+import pytest
+
+from runtime.errors import Errors
+from runtime.messages.share import AcknowledgementBatch, AcquiredRecords
+from runtime.messages.share_state import (InitializeShareGroupStateRequest, InitializeStateData,
+                                          InitializeStatePartitionData)
+from runtime.share.coordinator import ShareCoordinatorShard
+from runtime.share.partition import SharePartition, SharePartitionState
+from runtime.share.records import RecordState
+from runtime.testing import ShardHarness
+
+G, T = "sg", "topic-id-1"
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+LOCK = 30000
+
+
+@pytest.fixture
+def h(tmp_path):
+    h = ShardHarness(str(tmp_path), ShareCoordinatorShard,
+                     config={"share.coordinator.snapshot.update.records.per.snapshot": 2})
+    init = InitializeShareGroupStateRequest(G, (InitializeStateData(T, (InitializeStatePartitionData(0, 0, -1),)),))
+    h.call(lambda s, now: s.initialize_share_group_state(init, now))
+    return h
+
+
+def load(h, leader_epoch=0, reset_offset=0):
+    sp = SharePartition(G, T, 0, leader_epoch=leader_epoch)
+    response = h.call(lambda s, now: s.read_share_group_state(sp.read_request(), now))
+    sp.initialize(response.results[0].partitions[0], 0, reset_offset=reset_offset)
+    return sp
+
+
+def send(h, sp, pending):
+    response = h.call(lambda s, now: s.write_share_group_state(pending.request(), now))
+    result = response.results[0].partitions[0]
+    return sp.complete_write(pending, result.error_code, result.error_message)
+
+
+def test_written_state_loads_back_the_same(h):
+    sp = load(h, reset_offset=100)
+    assert (sp.start_offset, sp.next_fetch_offset()) == (100, 100)
+    sp.acquire("m1", [(100, 109), (110, 119)], 100, 0)
+    sp.acquire("m2", [(120, 129)], 100, 0)
+    assert send(h, sp, sp.acknowledge("m1", [AcknowledgementBatch(100, 104, (ACCEPT,)),
+                                             AcknowledgementBatch(105, 109, (RELEASE, ACCEPT, REJECT, RELEASE, ACCEPT))],
+                                      10)) is None
+    assert send(h, sp, sp.acknowledge("m2", [AcknowledgementBatch(120, 129, (ACCEPT,))], 20)) is None
+    assert send(h, sp, sp.expire(LOCK)) is None  # m1's 110-119 come back
+    assert sp.release_member("m2", LOCK) is None  # m2 holds nothing: no write
+    sp.acquire("m3", [(105, 109)], 10, LOCK, fetch_offset=105)
+    assert send(h, sp, sp.acknowledge("m3", [AcknowledgementBatch(105, 105, (ACCEPT,)),
+                                             AcknowledgementBatch(108, 108, (REJECT,))], LOCK)) is None
+    expected = {o: (state, count) for o, (state, count, _, _) in sp.record_states().items()}
+    assert sp.start_offset == 110
+
+    for _ in range(2):
+        again = load(h, leader_epoch=1)
+        assert {o: (state, count) for o, (state, count, _, _) in again.record_states().items()} == expected
+        assert (again.start_offset, again.end_offset, again.next_fetch_offset()) == (110, 129, 110)
+        h.reload()
+
+
+def test_loaded_partition_redelivers_what_was_never_acknowledged(h):
+    sp = load(h)
+    sp.acquire("m1", [(0, 9)], 100, 0)
+    sp.acquire("m1", [(10, 19)], 100, 0)
+    send(h, sp, sp.acknowledge("m1", [AcknowledgementBatch(10, 19, (ACCEPT,))], 5))
+    # The leader dies holding 0-9; the new one has a gap to fetch first.
+    again = load(h, leader_epoch=1)
+    assert (again.start_offset, again.next_fetch_offset()) == (0, 0)
+    got = again.acquire("m2", [(0, 9), (10, 19), (20, 24)], 100, 0)
+    assert got.acquired_records == (AcquiredRecords(0, 9, 1), AcquiredRecords(20, 24, 1))
+    send(h, again, again.acknowledge("m2", [AcknowledgementBatch(0, 9, (ACCEPT,)),
+                                            AcknowledgementBatch(20, 24, (ACCEPT,))], 5))
+    assert (again.start_offset, again.cached_batches()) == (25, [])
+
+
+def test_a_fenced_write_rolls_back_and_stops_the_old_leader(h):
+    old = load(h)
+    old.acquire("m1", [(0, 9)], 100, 0)
+    new = load(h, leader_epoch=1)
+    before = old.record_states()
+    error = send(h, old, old.acknowledge("m1", [AcknowledgementBatch(0, 9, (ACCEPT,))], 5))
+    assert error.error is Errors.NOT_LEADER_OR_FOLLOWER
+    assert old.state is SharePartitionState.FENCED and old.record_states() == before
+    assert new.next_fetch_offset() == 0
+    assert load(h, leader_epoch=2).record_states() == {}
+
+
+def test_a_failed_write_answers_a_retriable_error_and_changes_nothing(h):
+    sp = load(h)
+    sp.acquire("m1", [(0, 9)], 100, 0)
+    pending = sp.acknowledge("m1", [AcknowledgementBatch(0, 9, (ACCEPT,))], 5)
+    error = sp.complete_write(pending, Errors.COORDINATOR_LOAD_IN_PROGRESS.code)
+    assert error.error is Errors.COORDINATOR_NOT_AVAILABLE and error.retriable
+    assert sp.record_states()[0] == (RecordState.ACQUIRED, 1, "m1", LOCK)
+    assert sp.state is SharePartitionState.ACTIVE
