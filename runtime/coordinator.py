@@ -186,7 +186,7 @@ class CoordinatorRuntime(Generic[S]):
             total = sum(s.size for s in self.log.manifest.segments)
             batches = records = nbytes = 0
             for batch in read_batches(self.log.directory, 0, self.log.end_offset):
-                records += _replay_batch(replay, batch, self.name)
+                records += replay_batch(replay, batch, self.name)
                 batches += 1
                 nbytes += batch.size
                 if batches % progress_every == 0:
@@ -427,7 +427,7 @@ class CoordinatorRuntime(Generic[S]):
                 self.log = None
 
 
-def _replay_batch(replay: Callable[[int, Record], None], batch, name: str) -> int:
+def replay_batch(replay: Callable[[int, Record], None], batch, name: str) -> int:
     """Decode one batch and replay its records; returns how many there were."""
     payload = _unpack_checked(batch.payload, batch.base_offset, name)
     base = batch.base_offset

@@ -9,8 +9,9 @@ from __future__ import annotations
 import errno
 from typing import Any, Callable
 
-from .coordinator import CoordinatorContext, CoordinatorRuntime, PendingWrite, Result
-from .log import FileLog, LogConfig, OsIO
+from .codec import Record
+from .coordinator import CoordinatorContext, CoordinatorRuntime, PendingWrite, Result, replay_batch
+from .log import FileLog, LogConfig, OsIO, read_batches
 from .timer import ManualClock
 
 
@@ -95,6 +96,20 @@ class ShardHarness:
                 self.runtime.flush(self.clock())
         self.clock.now_ms = target
         self.runtime.poll(self.clock())
+
+    def records(self, from_offset: int = 0) -> list[tuple[int, Record]]:
+        """(offset, record) of every durable record at or after ``from_offset``: exactly
+        what a reload replays. Take ``end_offset`` before an operation and compare
+        ``records(end)`` afterwards with the records it should have written."""
+        out: list[tuple[int, Record]] = []
+        for batch in read_batches(self.directory, from_offset, self.runtime.log.durable_offset):
+            replay_batch(lambda offset, record: out.append((offset, record)), batch, self.runtime.name)
+        return [(offset, record) for offset, record in out if offset >= from_offset]
+
+    @property
+    def end_offset(self) -> int:
+        """The offset the next record will get (durable or not)."""
+        return self.runtime.log.end_offset + self.runtime.pending_records
 
     def reload(self) -> Any:
         """Close the runtime and load a fresh one from the same folder (a restart)."""

@@ -306,3 +306,16 @@ def test_an_empty_log_loads_at_once_and_unloading_tells_the_shard(tmp_path):
 def test_runtime_config_from_kafka_names():
     assert RuntimeConfig.from_config(None) == RuntimeConfig(5, 1024 * 1024)
     assert RuntimeConfig.from_config({"append.linger.ms": "0", "append.max.batch.bytes": 512}) == RuntimeConfig(0, 512)
+
+
+def test_the_harness_shows_the_exact_records_written(tmp_path):
+    h = ShardHarness(str(tmp_path), KvShard)
+    h.call(put("a", 1))
+    start = h.end_offset
+    h.call(lambda s, now: s.put_many({"b": 2, "c": 3}))
+    h.call(lambda s, now: s.delete("a"))
+    assert h.records(start) == [(1, Record(KvKey("b"), KvValue(2))), (2, Record(KvKey("c"), KvValue(3))),
+                                (3, Record(KvKey("a")))]
+    assert [offset for offset, _ in h.records()] == [0, 1, 2, 3]
+    pending = h.runtime.write(put("d", 4), 0)
+    assert h.end_offset == 5 and len(h.records()) == 4 and not pending.done
