@@ -323,3 +323,17 @@ def test_log_config_from_kafka_names():
     assert LogConfig.from_config(config, "offsets.topic.") == LogConfig(1000, False)
     assert LogConfig.from_config({"log.flush.fsync": "TRUE"}).fsync is True
     assert LogConfig.from_config({"log.flush.fsync": 0}).fsync is False
+
+
+def test_open_removes_files_the_manifest_does_not_list(tmp_path):
+    log = open_log(tmp_path)
+    append_kv(log, 2)
+    log.flush()
+    log.close()
+    strays = [segment_file_name(500), "manifest.json.tmp", "00000000000000000000-00000000000000000002.compacted.log"]
+    for name in strays:
+        with open(os.path.join(log.directory, name), "wb") as f:
+            f.write(b"left by a crash")
+    log = open_log(tmp_path)
+    assert [name for name in strays if os.path.exists(os.path.join(log.directory, name))] == []
+    assert values(log.read()) == [0, 1]
