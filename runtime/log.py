@@ -337,7 +337,15 @@ class FileLog:
                 os.ftruncate(self._fd, good)
                 os.fsync(self._fd)
             pos = 0
+            expected = active.base_offset
             for b in batches:
+                # Whole batches with the wrong offsets are not a torn write but a folder
+                # whose files and manifest disagree: refuse rather than guess.
+                if b.base_offset != expected:
+                    self.close()
+                    raise CorruptRecordError(f"batch at byte {pos} of segment {active.file} starts at offset "
+                                             f"{b.base_offset}, expected {expected}", log=self.name, offset=expected)
+                expected = b.next_offset
                 self._active_index.append((b.base_offset, pos, b.size))
                 pos += b.size
                 active.max_timestamp = max(active.max_timestamp, b.timestamp)

@@ -337,3 +337,17 @@ def test_open_removes_files_the_manifest_does_not_list(tmp_path):
     log = open_log(tmp_path)
     assert [name for name in strays if os.path.exists(os.path.join(log.directory, name))] == []
     assert values(log.read()) == [0, 1]
+
+
+def test_an_active_segment_whose_offsets_disagree_with_the_manifest_is_refused(tmp_path):
+    log = open_log(tmp_path)
+    append_kv(log, 2)
+    log.flush()
+    log.close()
+    manifest = read_manifest(log.directory)
+    manifest.segments[0].base_offset = 10
+    with open(os.path.join(log.directory, MANIFEST), "w") as f:
+        json.dump(manifest.to_json(), f)
+    with pytest.raises(CorruptRecordError, match="starts at offset 0, expected 10") as info:
+        open_log(tmp_path)
+    assert info.value.offset == 10
