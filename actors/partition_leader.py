@@ -27,6 +27,10 @@ from .shard_host import _truthy, now_ms
 
 log = logging.getLogger(__name__)
 
+# How long a batch that arrived ahead of its predecessor (OUT_OF_ORDER_SEQUENCE_NUMBER) waits
+# for it before the error is returned.
+REORDER_WAIT_S = 0.2
+
 
 class PartitionLeaderActor:
     def __init__(self, data_dir: str, topic: str, partition: int, topic_configs: dict, config: dict) -> None:
@@ -40,6 +44,7 @@ class PartitionLeaderActor:
         self._waiters: list[asyncio.Future] = []
         self._flush_scheduled = False
         self._data = None  # asyncio.Event set when the high watermark moves
+        self._appended = asyncio.Event()  # set when a batch is appended
         self._retention_task = None
 
     def _ensure_open(self) -> PartitionLog:
@@ -73,13 +78,28 @@ class PartitionLeaderActor:
     # ------------------------------------------------------------------ produce
 
     async def produce(self, request: ProduceRequest) -> ProduceResponse:
-        try:
-            plog = self._ensure_open()
-            base = plog.append(request, now_ms())
-        except KafkaError as e:
-            return ProduceResponse(self.topic, self.partition, e.code, error_message=e.message)
-        except LogWriteError as e:
-            return ProduceResponse(self.topic, self.partition, Errors.KAFKA_STORAGE_ERROR.code, error_message=str(e))
+        give_up = time.monotonic() + REORDER_WAIT_S
+        while True:
+            try:
+                plog = self._ensure_open()
+                base = plog.append(request, now_ms())
+                break
+            except KafkaError as e:
+                # Ray may start an idempotent producer's calls out of order: a batch that
+                # arrives before its predecessor waits a little for it.
+                remaining = give_up - time.monotonic()
+                if e.error is not Errors.OUT_OF_ORDER_SEQUENCE_NUMBER or remaining <= 0:
+                    return ProduceResponse(self.topic, self.partition, e.code, error_message=e.message)
+                appended = self._appended
+                try:
+                    await asyncio.wait_for(appended.wait(), remaining)
+                except asyncio.TimeoutError:
+                    pass
+            except LogWriteError as e:
+                return ProduceResponse(self.topic, self.partition, Errors.KAFKA_STORAGE_ERROR.code,
+                                       error_message=str(e))
+        self._appended.set()
+        self._appended = asyncio.Event()
         error = await self._durable()
         if error is not None:
             return ProduceResponse(self.topic, self.partition, Errors.KAFKA_STORAGE_ERROR.code, error_message=error)

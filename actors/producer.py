@@ -6,6 +6,13 @@ waited ``linger_ms``, keeps up to ``max_in_flight_requests_per_connection`` batc
 flight per partition, and retries retriable failures (a leader restarting, a storage
 error) with backoff until ``delivery_timeout_ms``. Batches of one partition are sent in
 order, and a leader appends them in arrival order.
+
+Idempotence is on by default, as in Kafka 3+: the producer gets a producer id from a
+transaction coordinator and numbers each partition's batches, so a batch retried after a
+lost answer (a leader killed mid-flush) is acknowledged with its original offsets instead of
+being written twice, and a batch that overtakes an unacknowledged one is refused
+(OUT_OF_ORDER_SEQUENCE_NUMBER) and sent again behind it. With a ``transactional_id`` the
+producer also has kafka-python's transaction methods; `TransactionManager` keeps their state.
 """
 from __future__ import annotations
 
@@ -24,10 +31,12 @@ from runtime.errors import Errors, KafkaError
 from runtime.hashing import default_partition
 from runtime.messages.topics import ProduceRequest
 from runtime.topics.data import encode_entry, pack_batch
+from runtime.topics.producer_state import NUM_BATCHES_TO_RETAIN, increment_sequence
 
 from . import naming
 from .errors import to_kafka_error
 from .retry import Backoff
+from .transaction_manager import TransactionManager
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +70,12 @@ class _Batch:
     deadline: float = 0.0
     attempts: int = 0
     retry_at: float = 0.0
-    seq: int = 0
+    seq: int = 0  # the order batches were sealed in, across partitions
+    # Idempotence: fixed at the first send, kept on every retry.
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int | None = None
+    overtaking: bool = False  # sent while an earlier batch of its partition was unacknowledged
 
 
 class Producer:
@@ -70,7 +84,14 @@ class Producer:
                  retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000, delivery_timeout_ms: int = 120000,
                  request_timeout_ms: int = 30000, key_serializer: Callable | None = None,
                  value_serializer: Callable | None = None, max_request_size: int = 1048576,
-                 metadata_max_age_ms: int = 300000) -> None:
+                 metadata_max_age_ms: int = 300000, enable_idempotence: bool = True,
+                 transactional_id: str | None = None, transaction_timeout_ms: int = 60000,
+                 max_block_ms: int = 60000) -> None:
+        idempotent = enable_idempotence or transactional_id is not None
+        if idempotent and not 1 <= max_in_flight_requests_per_connection <= NUM_BATCHES_TO_RETAIN:
+            raise ValueError(f"idempotence needs max_in_flight_requests_per_connection <= {NUM_BATCHES_TO_RETAIN}")
+        if idempotent and int(-1 if acks == "all" else acks) != -1:
+            raise ValueError("idempotence needs acks='all'")
         self._cluster = cluster
         self.client_id = client_id or f"producer-{next(_ids)}"
         self._acks = -1 if acks == "all" else int(acks)
@@ -92,6 +113,9 @@ class Producer:
         self._cond = threading.Condition()
         self._flushing = 0
         self._closed = False
+        self._txn = TransactionManager(cluster, self.client_id, transactional_id, transaction_timeout_ms,
+                                       max_block_ms) if idempotent else None
+        self._next_sequence: dict[tuple[str, int], int] = {}
         self._sender = threading.Thread(target=self._run, name=f"{self.client_id}-sender", daemon=True)
         self._sender.start()
 
@@ -101,6 +125,8 @@ class Producer:
              timestamp_ms: int | None = None) -> FutureRecordMetadata:
         if self._closed:
             raise KafkaError(Errors.INVALID_REQUEST, "send after close")
+        if self._txn is not None:
+            self._txn.raise_if_cannot_send()
         key_bytes = self._key_serializer(key) if self._key_serializer and key is not None else key
         value_bytes = self._value_serializer(value) if self._value_serializer and value is not None else value
         for what, b in (("key", key_bytes), ("value", value_bytes)):
@@ -156,6 +182,34 @@ class Producer:
                     self._cond.wait(remaining if remaining is not None else 0.1)
             finally:
                 self._flushing -= 1
+
+    # ------------------------------------------------------------------ transactions (kafka-python's names)
+
+    def init_transactions(self) -> None:
+        """Register the transactional id: fences every older producer with the same id and
+        aborts (or waits for the end of) the transaction it left behind."""
+        self._transactional().init_transactions()
+
+    def begin_transaction(self) -> None:
+        self._transactional().begin_transaction()
+
+    def commit_transaction(self) -> None:
+        """Send everything, then commit. Returns once read_committed consumers can read it."""
+        txn = self._transactional()
+        txn.begin_completion(commit=True)
+        self.flush()
+        txn.end_transaction(commit=True)
+
+    def abort_transaction(self) -> None:
+        txn = self._transactional()
+        txn.begin_completion(commit=False)
+        self.flush()
+        txn.end_transaction(commit=False)
+
+    def _transactional(self) -> TransactionManager:
+        if self._txn is None or not self._txn.transactional:
+            raise KafkaError(Errors.INVALID_TXN_STATE, "the producer has no transactional_id")
+        return self._txn
 
     def close(self, timeout: float | None = None) -> None:
         if self._closed:
@@ -213,6 +267,8 @@ class Producer:
                         return
                     self._cond.wait(self._next_wake(now))
                     continue
+            if to_send and self._txn is not None:
+                to_send = self._prepare_idempotent(to_send)
             for batch in to_send:
                 self._send(batch)
             self._collect()
@@ -235,9 +291,44 @@ class Producer:
                 room -= 1
         return ready
 
+    def _prepare_idempotent(self, batches: list[_Batch]) -> list[_Batch]:
+        """Give first-time batches the producer id and their partition's next sequence, and
+        add new partitions to the transaction. Batches that cannot go fail here."""
+        try:
+            producer_id, epoch = self._txn.producer_id_and_epoch(
+                self._has_unacknowledged_batches(batches))
+            self._txn.add_partitions({(b.topic, b.partition) for b in batches if b.base_sequence is None})
+        except KafkaError as e:
+            for batch in batches:
+                self._fail(batch, e)
+            return []
+        with self._cond:
+            if (producer_id, epoch) != self._txn.sequences_for:
+                self._next_sequence.clear()
+                self._txn.sequences_for = (producer_id, epoch)
+            for b in batches:
+                if b.base_sequence is None:
+                    tp = (b.topic, b.partition)
+                    b.producer_id, b.producer_epoch = producer_id, epoch
+                    b.base_sequence = self._next_sequence.get(tp, 0)
+                    self._next_sequence[tp] = increment_sequence(b.base_sequence, len(b.entries))
+        return batches
+
+    def _has_unacknowledged_batches(self, sending: list[_Batch]) -> bool:
+        """Whether a batch numbered with the current producer id may still be in the air: a
+        new producer id must wait until none is."""
+        with self._cond:
+            return bool(self._in_flight) or any(b.base_sequence is not None for b in sending) or any(
+                b.base_sequence is not None for q in self._queued.values() for b in q)
+
     def _send(self, batch: _Batch) -> None:
         request = ProduceRequest(batch.topic, batch.partition, pack_batch(batch.entries), len(batch.entries),
-                                 batch.max_ts, acks=self._acks, timeout_ms=int(self._request_timeout_s * 1000))
+                                 batch.max_ts, acks=self._acks, timeout_ms=int(self._request_timeout_s * 1000),
+                                 transactional_id=self._txn.transactional_id if self._txn else None,
+                                 producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+                                 base_sequence=-1 if batch.base_sequence is None else batch.base_sequence,
+                                 is_transactional=bool(self._txn and self._txn.transactional))
+        batch.overtaking = self._earlier_batch_unacknowledged(batch)
         try:
             leader = self._cluster.partition_leader(batch.topic, batch.partition)
             ref = leader.produce.remote(request)
@@ -276,12 +367,15 @@ class Producer:
 
     def _retry_or_fail(self, batch: _Batch, error: KafkaError) -> None:
         retriable = error.retriable or error.error in (Errors.COORDINATOR_NOT_AVAILABLE, Errors.KAFKA_STORAGE_ERROR)
+        overtook = error.error is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER and (
+            batch.overtaking or self._earlier_batch_unacknowledged(batch))
         now = time.monotonic()
-        if retriable and now < batch.deadline:
+        if (retriable or overtook) and now < batch.deadline:
             backoff = Backoff(*self._backoff)
             backoff.attempts = batch.attempts
             batch.attempts += 1
-            batch.retry_at = now + backoff.next_s()
+            # A batch that overtook an unacknowledged one goes again behind it, at once.
+            batch.retry_at = now if overtook else now + backoff.next_s()
             log.info("retrying a batch of %s-%d after %s", batch.topic, batch.partition, error)
             with self._cond:
                 queue = self._queued.setdefault((batch.topic, batch.partition), [])
@@ -289,6 +383,17 @@ class Producer:
                 queue.sort(key=lambda b: b.seq)  # failed batches go back in their order
                 self._cond.notify_all()
             return
+        self._fail(batch, error)
+
+    def _earlier_batch_unacknowledged(self, batch: _Batch) -> bool:
+        tp = (batch.topic, batch.partition)
+        with self._cond:
+            return any((b.topic, b.partition) == tp and b.seq < batch.seq
+                       for b in [*self._in_flight.values(), *self._queued.get(tp, ())])
+
+    def _fail(self, batch: _Batch, error: KafkaError) -> None:
+        if self._txn is not None:
+            self._txn.batch_failed(error, sent=batch.base_sequence is not None)
         for future in batch.futures:
             future.set_exception(error)
         with self._cond:

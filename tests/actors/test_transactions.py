@@ -1,0 +1,284 @@
+"""Idempotence and transactions on real actors: the transaction coordinator, partition leaders
+and the producer (issue 7)."""
+import pytest
+import ray
+
+from actors import Cluster, naming
+from runtime.errors import Errors, KafkaError
+from runtime.messages.topics import (LATEST_TIMESTAMP, READ_COMMITTED, FetchRequest, ListOffsetsRequest,
+                                     ProduceRequest)
+from runtime.messages.txn import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AddPartitionsToTxnTopic,
+                                  AddPartitionsToTxnTransaction, DescribeTransactionsRequest, EndTxnRequest,
+                                  InitProducerIdRequest, ListTransactionsRequest, WritableTxnMarker,
+                                  WritableTxnMarkerTopic, WriteTxnMarkersRequest)
+from runtime.topics.data import decode_entries, encode_records
+from runtime.topics.isolation import filter_aborted
+from tests.conftest import wait_until
+
+
+@pytest.fixture(scope="module")
+def cluster(ray_session, tmp_path_factory):
+    c = Cluster.local(data_dir=str(tmp_path_factory.mktemp("shoal-txn")), config={
+        "log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 200})
+    yield c
+    c.shutdown()
+
+
+@pytest.fixture(scope="module")
+def topic(cluster):
+    cluster.create_topic("txn", 1)
+    return "txn"
+
+
+def fetch(cluster, topic, committed, offset=0):
+    response = ray.get(cluster.partition_leader(topic, 0).fetch.remote(FetchRequest(
+        topic, 0, offset, max_wait_ms=0, isolation_level=READ_COMMITTED if committed else 0)))
+    assert response.error_code == 0, response
+    return response
+
+
+def values(cluster, topic, committed=True):
+    r = fetch(cluster, topic, committed)
+    batches = filter_aborted(r.batches, r.aborted_transactions) if committed else [
+        b for b in r.batches if not b.is_control]
+    return [rec.value for b in batches for rec in decode_entries(b.records, b.base_offset)]
+
+
+def coordinator_call(cluster, method, request, tid="t"):
+    return ray.get(getattr(cluster.transaction_coordinator(tid), method).remote(request), timeout=30)
+
+
+def describe(cluster, tid):
+    (state,) = cluster.describe_transactions([tid])
+    return state
+
+
+def produce_request(topic, values_, pid, epoch, seq, txn=False):
+    return ProduceRequest(topic, 0, encode_records([(1, None, v, []) for v in values_]), len(values_), 1,
+                          producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=txn)
+
+
+def add_partitions(tid, pid, epoch, topic, partitions=(0,)):
+    return AddPartitionsToTxnRequest((AddPartitionsToTxnTransaction(
+        tid, pid, epoch, False, (AddPartitionsToTxnTopic(topic, tuple(partitions)),)),))
+
+
+def partition_codes(response):
+    return [p.partition_error_code for r in response.results_by_transaction for t in r.topic_results
+            for p in t.results_by_partition]
+
+
+# ---------------------------------------------------------------------- producers
+
+
+def test_idempotent_producer_is_the_default_and_numbers_its_batches(cluster):
+    cluster.create_topic("idem", 1)
+    with cluster.producer(linger_ms=1, batch_size=64) as producer:
+        futures = [producer.send("idem", f"v{i}".encode()) for i in range(40)]
+        producer.flush()
+        assert [f.get(10).offset for f in futures] == list(range(40))
+    batches = fetch(cluster, "idem", False).batches
+    assert len(batches) > 1 and len({b.producer_id for b in batches}) == 1 and batches[0].producer_id >= 0
+    assert values(cluster, "idem") == [f"v{i}".encode() for i in range(40)]
+
+
+def test_committed_transactions_are_visible_and_aborted_ones_never_are(cluster, topic):
+    with cluster.producer(transactional_id="tx-basic", linger_ms=1) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, b"committed-1")
+        producer.send(topic, b"committed-2")
+        producer.commit_transaction()
+        assert values(cluster, topic) == [b"committed-1", b"committed-2"]
+
+        producer.begin_transaction()
+        producer.send(topic, b"aborted").get(10)
+        # Open: read_committed stops before it, read_uncommitted sees it.
+        assert values(cluster, topic) == [b"committed-1", b"committed-2"]
+        assert b"aborted" in values(cluster, topic, committed=False)
+        lso = ray.get(cluster.partition_leader(topic, 0).list_offsets.remote(
+            ListOffsetsRequest(topic, 0, LATEST_TIMESTAMP, READ_COMMITTED))).offset
+        assert lso == fetch(cluster, topic, True).last_stable_offset < fetch(cluster, topic, True).high_watermark
+        producer.abort_transaction()
+
+        producer.begin_transaction()
+        producer.send(topic, b"committed-3")
+        producer.commit_transaction()
+    assert values(cluster, topic) == [b"committed-1", b"committed-2", b"committed-3"]
+    state = describe(cluster, "tx-basic")
+    assert (state.error_code, state.transaction_state, state.topics) == (0, "CompleteCommit", ())
+
+
+def test_a_zombie_producer_with_an_old_epoch_cannot_commit(cluster, topic):
+    zombie = cluster.producer(transactional_id="tx-zombie", linger_ms=1)
+    zombie.init_transactions()
+    zombie.begin_transaction()
+    zombie.send(topic, b"zombie").get(10)
+    successor = cluster.producer(transactional_id="tx-zombie", linger_ms=1)
+    successor.init_transactions()  # fences the zombie and aborts its open transaction
+    with pytest.raises(KafkaError) as e:
+        zombie.commit_transaction()
+    assert e.value.error is Errors.PRODUCER_FENCED
+    with pytest.raises(KafkaError) as e:
+        zombie.send(topic, b"more")
+    assert e.value.error is Errors.PRODUCER_FENCED
+    successor.begin_transaction()
+    successor.send(topic, b"successor")
+    successor.commit_transaction()
+    assert b"zombie" not in values(cluster, topic) and b"successor" in values(cluster, topic)
+    zombie.close()
+    successor.close()
+
+
+def test_send_outside_a_transaction_and_transaction_calls_without_an_id_are_refused(cluster, topic):
+    with cluster.producer(transactional_id="tx-misuse") as producer:
+        with pytest.raises(KafkaError) as e:
+            producer.send(topic, b"x")
+        assert e.value.error is Errors.INVALID_TXN_STATE
+        producer.init_transactions()
+        with pytest.raises(KafkaError):
+            producer.send(topic, b"x")  # begin_transaction() first
+        producer.begin_transaction()
+        producer.commit_transaction()  # nothing sent: nothing for the coordinator to end
+    with cluster.producer() as plain:
+        with pytest.raises(KafkaError):
+            plain.begin_transaction()
+    with pytest.raises(ValueError):
+        cluster.producer(max_in_flight_requests_per_connection=6)
+
+
+def test_a_transaction_past_its_timeout_is_aborted_by_the_coordinator(cluster, topic):
+    producer = cluster.producer(transactional_id="tx-timeout", transaction_timeout_ms=300, linger_ms=1)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send(topic, b"too slow").get(10)
+    wait_until(lambda: describe(cluster, "tx-timeout").transaction_state == "CompleteAbort", 20)
+    with pytest.raises(KafkaError) as e:
+        producer.commit_transaction()
+    assert e.value.error is Errors.PRODUCER_FENCED
+    assert b"too slow" not in values(cluster, topic)
+    producer.close()
+
+
+# ---------------------------------------------------------------------- error codes through the actors
+
+
+def test_init_producer_id_errors(cluster):
+    r = coordinator_call(cluster, "init_producer_id", InitProducerIdRequest("e-init", 10**9))
+    assert r.error_code == Errors.INVALID_TRANSACTION_TIMEOUT.code
+    r = coordinator_call(cluster, "init_producer_id", InitProducerIdRequest("", 1000))
+    assert r.error_code == Errors.INVALID_REQUEST.code
+    r = coordinator_call(cluster, "init_producer_id", InitProducerIdRequest("e-init", 1000, producer_id=5))
+    assert r.error_code == Errors.INVALID_REQUEST.code
+    first = coordinator_call(cluster, "init_producer_id", InitProducerIdRequest("e-init", 1000))
+    assert (first.error_code, first.producer_epoch) == (0, 0)
+    again = coordinator_call(cluster, "init_producer_id", InitProducerIdRequest("e-init", 1000))
+    assert (again.producer_id, again.producer_epoch) == (first.producer_id, 1)
+    # An idempotent producer gets a fresh id each time.
+    a = coordinator_call(cluster, "init_producer_id", InitProducerIdRequest())
+    b = coordinator_call(cluster, "init_producer_id", InitProducerIdRequest())
+    assert a.error_code == b.error_code == 0 and a.producer_id != b.producer_id
+
+
+def test_transaction_request_errors(cluster, topic):
+    init = coordinator_call(cluster, "init_producer_id", InitProducerIdRequest("e-txn", 60000))
+    pid, epoch = init.producer_id, init.producer_epoch
+    r = coordinator_call(cluster, "add_partitions_to_txn", add_partitions("e-txn", pid + 1, epoch, topic))
+    assert partition_codes(r) == [Errors.INVALID_PRODUCER_ID_MAPPING.code]
+    r = coordinator_call(cluster, "add_partitions_to_txn", add_partitions("e-txn", pid, epoch - 1, topic))
+    assert partition_codes(r) == [Errors.PRODUCER_FENCED.code]
+    r = coordinator_call(cluster, "end_txn", EndTxnRequest("e-txn", pid, epoch, True))
+    assert r.error_code == Errors.INVALID_TXN_STATE.code  # nothing to commit
+    r = coordinator_call(cluster, "add_offsets_to_txn", AddOffsetsToTxnRequest("e-txn", pid, epoch, ""))
+    assert r.error_code == Errors.INVALID_REQUEST.code
+    assert partition_codes(coordinator_call(cluster, "add_partitions_to_txn",
+                                            add_partitions("e-txn", pid, epoch, topic))) == [0]
+    # Another producer taking over the id while the transaction is open: the open one is
+    # aborted first (CONCURRENT_TRANSACTIONS until then).
+    r = coordinator_call(cluster, "init_producer_id", InitProducerIdRequest("e-txn", 60000))
+    assert r.error_code == Errors.CONCURRENT_TRANSACTIONS.code
+    r = coordinator_call(cluster, "end_txn", EndTxnRequest("e-txn", pid, epoch, True))
+    assert r.error_code == Errors.PRODUCER_FENCED.code
+    wait_until(lambda: describe(cluster, "e-txn").transaction_state == "CompleteAbort")
+    r = coordinator_call(cluster, "init_producer_id", InitProducerIdRequest("e-txn", 60000))
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, epoch + 2)
+
+
+def test_describe_and_list_transactions(cluster, topic):
+    init = coordinator_call(cluster, "init_producer_id", InitProducerIdRequest("e-list", 60000))
+    coordinator_call(cluster, "add_partitions_to_txn", add_partitions("e-list", init.producer_id, 0, topic))
+    state = describe(cluster, "e-list")
+    assert (state.error_code, state.transaction_state, state.producer_id) == (0, "Ongoing", init.producer_id)
+    assert [(t.topic, t.partitions) for t in state.topics] == [(topic, (0,))]
+    assert describe(cluster, "never-seen").error_code == Errors.TRANSACTIONAL_ID_NOT_FOUND.code
+    listed = cluster.list_transactions(state_filters=["Ongoing"], transactional_id_pattern="e-li.*")
+    assert [(t.transactional_id, t.transaction_state) for t in listed] == [("e-list", "Ongoing")]
+    r = coordinator_call(cluster, "list_transactions", ListTransactionsRequest(state_filters=("Nope",)))
+    assert r.unknown_state_filters == ("Nope",)
+    r = coordinator_call(cluster, "list_transactions", ListTransactionsRequest(transactional_id_pattern="("))
+    assert r.error_code == Errors.INVALID_REQUEST.code
+    r = coordinator_call(cluster, "describe_transactions", DescribeTransactionsRequest(("",)))
+    assert r.transaction_states[0].error_code == Errors.INVALID_REQUEST.code
+    coordinator_call(cluster, "end_txn", EndTxnRequest("e-list", init.producer_id, 0, False))
+    assert describe(cluster, "e-list").transaction_state == "CompleteAbort"
+
+
+def test_partition_leader_errors(cluster):
+    cluster.create_topic("leader-errors", 1)
+    leader = cluster.partition_leader("leader-errors", 0)
+
+    def produce(request):
+        return ray.get(leader.produce.remote(request), timeout=30)
+
+    assert produce(produce_request("leader-errors", [b"a"], 900001, 3, 0)).base_offset == 0
+    again = produce(produce_request("leader-errors", [b"a"], 900001, 3, 0))
+    assert (again.error_code, again.base_offset) == (0, 0)  # a duplicate: acknowledged, not appended
+    assert produce(produce_request("leader-errors", [b"b"], 900001, 3, 7)).error_code == \
+        Errors.OUT_OF_ORDER_SEQUENCE_NUMBER.code
+    assert produce(produce_request("leader-errors", [b"b"], 900001, 2, 1)).error_code == \
+        Errors.INVALID_PRODUCER_EPOCH.code
+    assert produce(produce_request("leader-errors", [b"t"], 900002, 0, 0, txn=True)).error_code == 0
+    assert produce(produce_request("leader-errors", [b"p"], 900002, 0, 1)).error_code == Errors.INVALID_TXN_STATE.code
+    assert produce(produce_request("leader-errors", [b"t"], -1, -1, -1, txn=True)).error_code == \
+        Errors.INVALID_REQUEST.code
+
+    def markers(pid, epoch, commit, topic="leader-errors"):
+        r = ray.get(leader.write_txn_markers.remote(WriteTxnMarkersRequest((WritableTxnMarker(
+            pid, epoch, commit, (WritableTxnMarkerTopic(topic, (0,)),)),))), timeout=30)
+        return [p.error_code for m in r.markers for t in m.topics for p in t.partitions]
+
+    assert markers(900002, -1, True) == [Errors.INVALID_PRODUCER_EPOCH.code]
+    assert markers(900002, 0, True, topic="elsewhere") == [Errors.NOT_LEADER_OR_FOLLOWER.code]
+    assert values(cluster, "leader-errors") == [b"a"]  # the transaction is still open
+    assert markers(900002, 0, True) == [0]
+    assert values(cluster, "leader-errors") == [b"a", b"t"]
+    assert fetch(cluster, "leader-errors", True).last_stable_offset == 3
+
+
+# ---------------------------------------------------------------------- coordinator failover
+
+
+def test_a_coordinator_killed_between_prepare_and_complete_finishes_the_commit(cluster):
+    cluster.create_topic("failover", 1)
+    producer = cluster.producer(transactional_id="tx-failover", linger_ms=1)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("failover", b"survives").get(10)
+    description = cluster.describe_topic("failover")
+    # The leader goes away, so the markers cannot be written and the commit stays prepared.
+    ray.kill(cluster.partition_leader("failover", 0), no_restart=True)
+    cluster._forget(naming.partition_leader("failover", 0))
+    state = describe(cluster, "tx-failover")
+    end = cluster.transaction_coordinator("tx-failover").end_txn.remote(
+        EndTxnRequest("tx-failover", state.producer_id, state.producer_epoch, True))
+    wait_until(lambda: describe(cluster, "tx-failover").transaction_state == "PrepareCommit")
+    coordinator = cluster.transaction_coordinator("tx-failover")
+    wait_until(lambda: ray.get(coordinator.pending_markers.remote()) == ["tx-failover"])
+    ray.kill(coordinator, no_restart=False)
+    with pytest.raises(Exception):
+        ray.get(end, timeout=30)
+    cluster._start_partition_leaders(description, [0])  # the leader comes back and reloads
+    wait_until(lambda: describe(cluster, "tx-failover").transaction_state == "CompleteCommit", 60)
+    assert values(cluster, "failover") == [b"survives"]
+    producer.close()
