@@ -5,7 +5,7 @@ from __future__ import annotations
 def java_string_hashcode(s: str) -> int:
     """Java's String.hashCode (UTF-16 code units, 32-bit signed overflow)."""
     h = 0
-    data = s.encode("utf-16-be")
+    data = s.encode("utf-16-be", "surrogatepass")  # Java strings may hold lone surrogates
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
     return h - (1 << 32) if h & 0x80000000 else h

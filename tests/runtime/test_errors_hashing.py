@@ -105,6 +105,7 @@ def test_java_string_hashcode_overflows_and_counts_utf16_units():
     # A character outside the BMP is two UTF-16 code units in Java: "\U0001F600" is
     # "\ud83d\ude00", so its hash is 31 * 0xD83D + 0xDE00.
     assert java_string_hashcode("\U0001F600") == 31 * 0xD83D + 0xDE00
+    assert java_string_hashcode("\ud800") == 0xD800  # a lone surrogate is a legal Java string
 
 
 @pytest.mark.parametrize("data, expected", [
