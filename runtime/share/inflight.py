@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import Errors, KafkaError
-from .records import PersisterStateBatch, RecordState
+from .records import RecordState
 
 __all__ = ["EMPTY_MEMBER_ID", "TRANSITIONS", "TERMINAL", "InFlightState", "InFlightBatch", "GapWindow"]
 
@@ -86,9 +86,6 @@ class InFlightState:
     def rollback(self) -> None:
         self.state, self.delivery_count, self.member_id, self.deadline_ms = self._before
         self._before = None
-
-    def persister_batch(self) -> PersisterStateBatch:
-        return PersisterStateBatch(self.first_offset, self.last_offset, int(self.state), self.delivery_count)
 
     def __repr__(self) -> str:
         return (f"InFlightState({self.first_offset}-{self.last_offset} {self.state.name} x{self.delivery_count}"

@@ -545,6 +545,7 @@ class SharePartition:
         self._require_active()
         plan = self._plan_acknowledgements(member_id, batches)
         changes = []
+        limit = self.max_delivery_count
         for batch, offset, ack_type in plan:
             if offset is not None and batch.offset_states is None:
                 self._split(batch)
@@ -552,7 +553,7 @@ class SharePartition:
             if ack_type == AcknowledgeType.RENEW:
                 self._lock(state, now_ms)
             else:
-                state.begin(_ACK_TO_STATE[ack_type], 0, EMPTY_MEMBER_ID, self.max_delivery_count)
+                state.begin(_ACK_TO_STATE[ack_type], 0, EMPTY_MEMBER_ID, limit)
                 changes.append(state)
         return self._pending(changes)
 
@@ -578,7 +579,8 @@ class SharePartition:
                 raise_if(AcknowledgeType.RENEW in b.acknowledge_types, Errors.INVALID_RECORD_STATE,
                          f"offsets {b.first_offset}-{b.last_offset} are no longer acquired")
                 continue
-            per_offset = len(b.acknowledge_types) > 1
+            # One type per offset, all the same, is one type for the whole batch.
+            per_offset = len(set(b.acknowledge_types)) > 1
             for batch in self._batches_for_acknowledgement(b):
                 if batch.last_offset < max(b.first_offset, self.start_offset):
                     continue
@@ -662,15 +664,18 @@ class SharePartition:
     # ---- persisting ----
 
     def _pending(self, changes: list[InFlightState]) -> PendingShareWrite:
+        # Neighbouring changes with the same outcome go out as one state batch.
         batches: list[PersisterStateBatch] = []
+        run = None  # [first, last, state, count]
         for s in sorted(changes, key=lambda s: s.first_offset):
-            b = s.persister_batch()
-            prev = batches[-1] if batches else None
-            if (prev and prev.last_offset + 1 == b.first_offset and prev.delivery_state == b.delivery_state
-                    and prev.delivery_count == b.delivery_count):
-                batches[-1] = prev._replace(last_offset=b.last_offset)
-            else:
-                batches.append(b)
+            if run and run[1] + 1 == s.first_offset and run[2] == s.state and run[3] == s.delivery_count:
+                run[1] = s.last_offset
+                continue
+            if run:
+                batches.append(PersisterStateBatch(run[0], run[1], int(run[2]), run[3]))
+            run = [s.first_offset, s.last_offset, s.state, s.delivery_count]
+        if run:
+            batches.append(PersisterStateBatch(run[0], run[1], int(run[2]), run[3]))
         return PendingShareWrite(self.group_id, self.topic_id, self.partition, self.state_epoch, self.leader_epoch,
                                  self.start_offset, self.delivery_complete_count(), tuple(batches),
                                  tuple(changes), self)
