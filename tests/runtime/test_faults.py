@@ -212,9 +212,8 @@ def test_a_torn_tail_is_cut_at_load_and_nothing_acknowledged_is_lost(tmp_path):
     h = harness(tmp_path)
     for i in range(5):
         h.call(put(f"k{i}", i))
+    path = os.path.join(h.directory, h.runtime.log.active_segment.file)
     h.runtime.close()
-    path = os.path.join(h.directory, h.runtime.log.manifest.segments[-1].file) if h.runtime.log else None
-    path = path or os.path.join(h.directory, "00000000000000000000.log")
     with open(path, "ab") as f:
         f.write(b"\x00\x00\x01\x00half a batch")
     assert h.reload().data == {f"k{i}": i for i in range(5)}
