@@ -75,7 +75,7 @@ def test_swap_while_the_writer_appends(tmp_path):
     log.flush()
     batches = log.read(0)
     assert batches[0].attributes & ATTR_COMPACTED and batches[0].base_offset == 0
-    assert [d for d in unpack(batches[0].payload)[0]] == kept
+    assert list(unpack(batches[0].payload)[0]) == kept  # offset deltas from base offset 0
     assert batches[-1].next_offset == log.end_offset
     # The writer rolls on top of the swapped manifest.
     while len(log.manifest.segments) < 3:
