@@ -6,6 +6,8 @@ reconcile until every group is Stable; then every member heartbeats H times with
 current epoch and nothing changed (what a live consumer sends every
 group.consumer.heartbeat.interval.ms), the clock moving 1 ms per round so that every
 heartbeat reschedules its session timer. Goal: at least 20,000 heartbeats per second.
+The machine is shared, so each figure is measured in several passes and reported as the
+best and the median pass.
 
 Run: python tests/benchmarks/bench_consumer_group.py [--quick]
 """
@@ -27,6 +29,7 @@ from runtime.messages.consumer import (  # noqa: E402
 from runtime.testing import ShardHarness  # noqa: E402
 
 GOAL = 20_000
+PASSES = 5
 
 
 def _stable_groups(h: ShardHarness, groups: int, members: int) -> dict:
@@ -62,32 +65,38 @@ def run(groups: int, members: int, heartbeats: int) -> dict:
         ops = [lambda s, now, req=req, mid=key[1]: s.consumer_group_heartbeat(req, now, mid)
                for key, req in requests]
 
-        start = time.perf_counter()
-        for _ in range(heartbeats):
-            h.clock.now_ms += 1
-            now = h.clock.now_ms
-            for op in ops:
-                pending = rt.write(op, now)
-        elapsed = time.perf_counter() - start
-        assert pending.done and pending.result().assignment is None
-        assert rt.pending_records == 0  # steady heartbeats write nothing
+        def through_runtime() -> float:
+            start = time.perf_counter()
+            for _ in range(heartbeats):
+                h.clock.now_ms += 1
+                now = h.clock.now_ms
+                for op in ops:
+                    pending = rt.write(op, now)
+            elapsed = time.perf_counter() - start
+            assert pending.done and pending.result().assignment is None
+            assert rt.pending_records == 0  # steady heartbeats write nothing
+            return elapsed
 
-        shard = rt.shard
-        start = time.perf_counter()
-        for _ in range(heartbeats):
-            h.clock.now_ms += 1
-            now = h.clock.now_ms
-            for op in ops:
-                op(shard, now)
-        direct = time.perf_counter() - start
+        def shard_only() -> float:
+            shard = rt.shard
+            start = time.perf_counter()
+            for _ in range(heartbeats):
+                h.clock.now_ms += 1
+                now = h.clock.now_ms
+                for op in ops:
+                    op(shard, now)
+            return time.perf_counter() - start
+
+        runtime_passes = sorted(through_runtime() for _ in range(PASSES))
+        shard_passes = sorted(shard_only() for _ in range(PASSES))
         h.runtime.close()
     total = groups * members * heartbeats
-    rate = total / elapsed
-    return {"groups": groups, "members_per_group": members, "heartbeats_per_member": heartbeats,
-            "heartbeats": total, "seconds": round(elapsed, 4),
-            "heartbeats_per_second": round(rate),
-            "heartbeats_per_second_shard_only": round(total / direct),
-            "goal": GOAL, "ratio_to_goal": round(rate / GOAL, 2)}
+    best, median = total / runtime_passes[0], total / runtime_passes[PASSES // 2]
+    return {"groups": groups, "members_per_group": members, "heartbeats_per_member_per_pass": heartbeats,
+            "heartbeats_per_pass": total, "passes": PASSES,
+            "heartbeats_per_second_best": round(best), "heartbeats_per_second_median": round(median),
+            "heartbeats_per_second_shard_only_best": round(total / shard_passes[0]),
+            "goal": GOAL, "ratio_to_goal_median": round(median / GOAL, 2)}
 
 
 def main() -> None:
@@ -96,7 +105,8 @@ def main() -> None:
     print(json.dumps({
         "benchmark": "KIP-848 steady-state ConsumerGroupHeartbeat through CoordinatorRuntime, one shard, in process",
         "conditions": {"python": platform.python_version(), "machine": platform.machine(), "fsync": False,
-                       "cpus": os.cpu_count(), "assignor": "uniform"},
+                       "cpus": os.cpu_count(), "load_average_1m": round(os.getloadavg()[0], 1),
+                       "assignor": "uniform"},
         "results": [run(g, m, hb) for g, m, hb in sizes],
     }, indent=2))
 
