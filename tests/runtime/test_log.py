@@ -173,19 +173,26 @@ def test_corruption_in_a_closed_segment_raises_naming_file_and_offset(tmp_path, 
     open_log(tmp_path, segment_bytes=400).close()
 
 
-def test_a_missing_manifest_is_rebuilt(tmp_path):
+@pytest.mark.parametrize("damage, note", [("missing", "manifest missing"), ("torn", "manifest unreadable")])
+def test_a_missing_or_unreadable_manifest_is_rebuilt(tmp_path, damage, note):
     log = open_log(tmp_path, segment_bytes=400)
     for _ in range(15):
         append_kv(log, 2)
     log.flush()
     files = [s.file for s in log.manifest.segments]
     log.close()
-    os.unlink(os.path.join(log.directory, MANIFEST))
+    path = os.path.join(log.directory, MANIFEST)
+    if damage == "missing":
+        os.unlink(path)
+    else:
+        with open(path, "wb") as f:
+            f.write(b'{"segments": [{"fi')
     log = open_log(tmp_path, segment_bytes=400)
     assert [s.file for s in log.manifest.segments] == files
-    assert log.recovered == ["manifest missing: rebuilt from the segment files"]
+    assert len(log.recovered) == 1 and log.recovered[0].startswith(note)
+    assert log.recovered[0].endswith(": rebuilt from the segment files")
     assert values(log.read()) == list(range(30))
-    assert os.path.exists(os.path.join(log.directory, MANIFEST))
+    assert read_manifest(log.directory).segments[-1].file == files[-1]
 
 
 def test_durable_offset_and_truncate_to(tmp_path):
@@ -288,21 +295,6 @@ def test_a_failed_fsync_drops_what_was_not_durable(tmp_path):
         log.flush()
     assert (log.end_offset, log.durable_offset) == (2, 2)
     assert os.path.getsize(segment_path(log, 0)) == size
-
-
-def test_an_unreadable_manifest_is_rebuilt(tmp_path):
-    log = open_log(tmp_path, segment_bytes=400)
-    for _ in range(15):
-        append_kv(log, 2)
-    log.flush()
-    files = [s.file for s in log.manifest.segments]
-    log.close()
-    with open(os.path.join(log.directory, MANIFEST), "wb") as f:
-        f.write(b'{"segments": [{"fi')
-    log = open_log(tmp_path, segment_bytes=400)
-    assert [s.file for s in log.manifest.segments] == files
-    assert len(log.recovered) == 1 and log.recovered[0].startswith("manifest unreadable")
-    assert values(log.read()) == list(range(30))
 
 
 def test_a_segment_missing_from_disk_is_a_clear_error(tmp_path):
