@@ -19,13 +19,29 @@ from .config import parse_value
 COMMAND_GROUPS: list[Callable[[Any], None]] = []  # other packages add their subcommands here
 
 
-def _connect(args):
-    import ray
+def _check_reachable(address: str) -> None:
+    """Ray retries an unreachable address for minutes; say so at once instead."""
+    import socket
+    if address in ("auto", "local") or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+    except (OSError, ValueError) as e:
+        raise ConnectionError(f"nothing answers at {address} ({e})") from None
 
-    from .cluster import Cluster
+
+def _init_ray(args) -> None:
+    import ray
     if not ray.is_initialized():
+        _check_reachable(args.address)
         ray.init(address=args.address, namespace=args.namespace, logging_level=logging.ERROR,
                  log_to_driver=False)
+
+
+def _connect(args):
+    from .cluster import Cluster
+    _init_ray(args)
     return Cluster.connect(args.address, args.namespace)
 
 
@@ -48,10 +64,8 @@ def emit(args, rows: list[dict], columns: list[str]) -> None:
 # ---------------------------------------------------------------------- deployment
 
 def cmd_up(args) -> None:
-    import ray
-
     from .cluster import Cluster
-    ray.init(address=args.address, namespace=args.namespace, logging_level=logging.ERROR, log_to_driver=False)
+    _init_ray(args)
     config = dict(_parse_config(args.config))
     cluster = Cluster.up(args.data_dir, config, namespace=args.namespace)
     print(f"shoal is up in namespace {args.namespace!r}: {len(cluster.actors())} actors, data in {cluster.data_dir}")

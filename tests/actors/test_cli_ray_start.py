@@ -1,0 +1,105 @@
+"""`shoal up` on a `ray start` cluster, `Cluster.connect` from a second driver, `shoal down`.
+
+The cluster here is a second Ray instance started by `ray start --head --block` in a
+subprocess; terminating that process stops it (never `ray stop`, which would stop every
+Ray on the machine). Ray's token authentication is disabled for this private cluster.
+"""
+import os
+import random
+import signal
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import pytest
+
+BIN = os.path.dirname(sys.executable)
+
+
+def run(*args, env, stdin=None, timeout=120):
+    return subprocess.run([os.path.join(BIN, "shoal"), *args], env=env, input=stdin, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture
+def ray_head():
+    # Ray's unix sockets live under the temp dir, whose path must stay short.
+    temp_dir = tempfile.mkdtemp(prefix="shoal-ray-", dir="/tmp")
+    port = random.randint(6400, 6999)
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    head = subprocess.Popen(
+        [os.path.join(BIN, "ray"), "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+         "--num-cpus=1", "--include-dashboard=false", "--disable-usage-stats", "--block",
+         f"--temp-dir={temp_dir}"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    address = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        # Ray is reachable once shoal can say that nothing is deployed there.
+        try:
+            probe = run("--address", address, "--namespace", "cli-test", "status", env=env, timeout=60)
+        except subprocess.TimeoutExpired:
+            continue
+        if "no shoal deployment" in probe.stderr:
+            break
+        time.sleep(2)
+    else:
+        os.killpg(head.pid, signal.SIGTERM)
+        pytest.fail("ray start did not come up")
+    yield address, env
+    os.killpg(head.pid, signal.SIGTERM)
+    try:
+        head.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(head.pid, signal.SIGKILL)
+    shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.mark.ray
+def test_up_connect_down_on_a_ray_start_cluster(ray_head, tmp_path):
+    address, env = ray_head
+    a = ["--address", address, "--namespace", "cli-test"]
+
+    missing = run(*a, "status", env=env)
+    assert missing.returncode == 1 and "no shoal deployment in namespace 'cli-test'" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    unreachable = run("--address", "127.0.0.1:1", "status", env=env)
+    assert unreachable.returncode == 1 and "cannot reach the Ray cluster" in unreachable.stderr
+
+    up = run(*a, "up", "--data-dir", str(tmp_path / "data"), "--config", "log.flush.fsync=false", env=env)
+    assert up.returncode == 0, up.stderr
+    again = run(*a, "up", "--data-dir", str(tmp_path / "data"), env=env)
+    assert again.returncode == 1 and "already runs" in again.stderr
+
+    created = run(*a, "topics", "create", "events", "--partitions", "2", env=env)
+    assert created.returncode == 0, created.stderr
+    duplicate = run(*a, "topics", "create", "events", env=env)
+    assert duplicate.returncode == 1 and "TOPIC_ALREADY_EXISTS" in duplicate.stderr
+
+    # A second driver process attaches with Cluster.connect and produces.
+    driver = textwrap.dedent(f"""
+        from actors import Cluster
+        cluster = Cluster.connect({address!r}, namespace="cli-test")
+        with cluster.producer() as p:
+            for i in range(5):
+                p.send("events", f"e{{i}}".encode(), partition=0).get(30)
+        print(sorted(cluster.list_topics()))
+    """)
+    out = subprocess.run([sys.executable, "-c", driver], env=env, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert "['events']" in out.stdout
+
+    consumed = run(*a, "console-consumer", "events", "--partition", "0", "--from-beginning",
+                   "--max-messages", "5", env=env)
+    assert consumed.stdout.split() == ["e0", "e1", "e2", "e3", "e4"], consumed.stderr
+    status = run(*a, "--output", "json", "status", env=env)
+    assert status.returncode == 0 and '"shoal/partition-leader/events-1"' in status.stdout
+
+    down = run(*a, "down", env=env)
+    assert down.returncode == 0, down.stderr
+    gone = run(*a, "status", env=env)
+    assert gone.returncode == 1 and "no shoal deployment" in gone.stderr
