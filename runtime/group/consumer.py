@@ -589,6 +589,9 @@ class ConsumerGroupManager:
     def update_topics(self, topics: Mapping[str, int], now_ms: int) -> Result:
         """New topic metadata (name -> partition count): regexes are resolved again, and
         every group whose subscribed topics' metadata hash changed moves to a new epoch."""
+        for name, partitions in topics.items():
+            raise_if(not name or not isinstance(partitions, int) or partitions < 1, Errors.INVALID_REQUEST,
+                     f"topic {name!r} with {partitions!r} partitions")
         self.topics = dict(topics)
         records: list = []
         for group_id, group in sorted(self.groups.items()):

@@ -655,3 +655,14 @@ def test_unsubscribed_topic_is_revoked_while_the_assignor_waits(tmp_path):
     h.advance(1000)
     assert group(h).assignment_epoch == 2
     assert hb(h, "a", 1).member_epoch == 2
+
+
+@pytest.mark.parametrize("topics", [{"": 1}, {"t": 0}, {"t": -1}, {"t": "4"}])
+def test_bad_topic_metadata_is_refused(tmp_path, topics):
+    h = harness(tmp_path)
+    hb(h, "a")
+    before = snapshot(h.shard)
+    with pytest.raises(KafkaError) as e:
+        h.call(lambda s, now: s.update_topics(topics, now))
+    assert e.value.error is Errors.INVALID_REQUEST
+    assert snapshot(h.shard) == before and h.shard.consumer.topics == {"t": 4}
