@@ -113,10 +113,11 @@ def cmd_compact(args) -> None:
             _fail(f"no log {args.log!r} (looked in {path})")
         logs = [path]
     stages = ("written", "swapped")
-    bar = ProgressBar(len(logs) * (len(stages) + 1))
     results = []
+    bar = None
     try:
         with _spark(args) as spark:
+            bar = ProgressBar(len(logs) * (len(stages) + 1))
             for directory in logs:
                 bar.update(f"{os.path.basename(directory)}: reading closed segments", 1)
 
@@ -129,7 +130,8 @@ def cmd_compact(args) -> None:
                     bar.update(f"{result.log}: nothing to do", len(stages))
                 results.append(result)
     except (CompactionInProgress, CorruptSegmentError, FileNotFoundError, ValueError) as e:
-        bar.close()
+        if bar is not None:
+            bar.close()
         _fail(str(e))
     bar.close()
     for result in results:
@@ -146,9 +148,10 @@ def cmd_report(args) -> None:
     from .analytics import REPORTS
     from .loader import CorruptSegmentError, raise_corrupt_segment
 
-    bar = ProgressBar(2)
+    bar = None
     try:
         with _spark(args) as spark:
+            bar = ProgressBar(2)
             bar.update(f"{args.kind}: reading the logs")
             frame = REPORTS[args.kind](spark, args.data_dir).cache()  # printed and exported: compute once
             try:
@@ -161,7 +164,8 @@ def cmd_report(args) -> None:
                 raise
             bar.update(f"{args.kind}: done" + (f", Parquet in {os.path.join(args.out, args.kind)}" if args.out else ""), 1)
     except (CorruptSegmentError, FileNotFoundError) as e:
-        bar.close()
+        if bar is not None:
+            bar.close()
         _fail(str(e))
     bar.close()
     print(_table(rows, frame.columns))
