@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 from ..errors import Errors, KafkaError, raise_if
-from ..messages.share import AcknowledgementBatch, AcknowledgeType, AcquiredRecords
+from ..messages.share import BATCH_OPTIMIZED, RECORD_LIMIT, AcknowledgementBatch, AcknowledgeType, AcquiredRecords
 from ..messages.share_state import (ReadShareGroupStateRequest, ReadStateData, ReadStatePartitionData,
                                     WriteShareGroupStateRequest, WriteStateData, WriteStatePartitionData)
 from .inflight import EMPTY_MEMBER_ID, TERMINAL, GapWindow, InFlightBatch, InFlightState
@@ -378,13 +378,16 @@ class SharePartition:
         return limit, last_offset
 
     def acquire(self, member_id: str, fetched_batches: Sequence[Any], max_records: int, now_ms: int, *,
-                batch_size: int | None = None, fetch_offset: int | None = None,
-                last_stable_offset: int | None = None,
+                batch_size: int | None = None, share_acquire_mode: int = BATCH_OPTIMIZED,
+                fetch_offset: int | None = None, last_stable_offset: int | None = None,
                 aborted: Iterable[tuple[int, int]] = ()) -> ShareAcquiredRecords:
         """Acquire for member_id the records of a log read: `fetched_batches` are the log
         batches read from `fetch_offset` (default next_fetch_offset()), as (base_offset,
-        last_offset) pairs. Whole log batches are acquired, so max_records may be exceeded to
-        keep batch boundaries. Under share.isolation.level=read_committed the read stops before
+        last_offset) pairs. In batch-optimized mode whole log batches are acquired, so
+        max_records may be exceeded to keep batch boundaries, and new records are cut into
+        in-flight batches of about batch_size; in record-limit mode max_records is a hard limit.
+        Records delivered often go out in ever smaller groups, and a record's last delivery
+        goes alone. Under share.isolation.level=read_committed the read stops before
         `last_stable_offset`, and `aborted` lists (first, last) offset ranges of aborted
         transactional batches, which are archived instead of delivered."""
         self._require_active()
@@ -398,6 +401,7 @@ class SharePartition:
         limit, last_to_acquire = self._acquire_limits(fetch_offset, max_records, spans[-1][1])
         if limit <= 0:
             return ShareAcquiredRecords()
+        record_limit = share_acquire_mode == RECORD_LIMIT
         first_base = spans[0][0]
         if fetch_offset < first_base and self._keys:
             # Nothing in the log between the fetch offset and the first batch read any more
@@ -411,34 +415,45 @@ class SharePartition:
         elif self._cache[self._keys[i]].last_offset >= base:
             # The read starts inside a cached batch: work on the cached batch boundaries.
             base = self._keys[i]
-        overlap = self._batches_between(base, last_to_acquire)
-        if not overlap:
-            got, count = self._acquire_new(member_id, spans, base, last_to_acquire, batch_size, limit, now_ms)
-            return self._finish(member_id, got, count, aborted)
+
+        def new(first: int, last: int) -> None:
+            nonlocal count
+            got, n = self._acquire_new(member_id, spans, first, last, batch_size, limit - count, record_limit, now_ms)
+            result.extend(got)
+            count += n
 
         result: list[AcquiredRecords] = []
         count = 0
+        overlap = self._batches_between(base, last_to_acquire)
+        if not overlap:
+            new(base, last_to_acquire)
+            return self._finish(member_id, result, count, aborted)
         gap_start = base
         for batch in overlap:
             if count >= limit:
                 break
             if self._gap_window_active():
                 if gap_start < batch.first_offset:
-                    got, n = self._acquire_new(member_id, spans, gap_start, batch.first_offset - 1,
-                                               batch_size, limit - count, now_ms)
-                    result += got
-                    count += n
+                    new(gap_start, batch.first_offset - 1)
                 gap_start = batch.last_offset + 1
                 if count >= limit:
                     break
-            full = batch.first_offset >= first_base and batch.last_offset <= last_to_acquire
-            if not full or batch.offset_states is not None:
+            throttled = self._delivered_often(batch, first_base, last_to_acquire)
+            if throttled and count:
+                limit = count  # these records wait for a fetch of their own
+                break
+            whole = batch.first_offset >= first_base and batch.last_offset <= last_to_acquire
+            if (throttled or not whole or batch.offset_states is not None
+                    or (record_limit and batch.last_offset - batch.first_offset + 1 > limit - count)):
                 if batch.offset_states is None:
                     if batch.batch_state.state is not AVAILABLE or batch.batch_state.ongoing:
                         continue
                     self._split(batch)
-                count += self._acquire_offsets(member_id, batch, first_base, last_to_acquire,
-                                               limit - count, result, now_ms)
+                n = self._acquire_offsets(member_id, batch, first_base, last_to_acquire, limit - count, result, now_ms)
+                count += n
+                if throttled and n:
+                    limit = count
+                    break
                 continue
             state = batch.batch_state
             if state.state is not AVAILABLE or state.ongoing:
@@ -448,18 +463,30 @@ class SharePartition:
             result.append(AcquiredRecords(batch.first_offset, batch.last_offset, state.delivery_count))
             count += batch.last_offset - batch.first_offset + 1
         if count < limit and overlap[-1].last_offset < last_to_acquire:
-            got, n = self._acquire_new(member_id, spans, overlap[-1].last_offset + 1, last_to_acquire,
-                                       batch_size, limit - count, now_ms)
-            result += got
-            count += n
+            new(overlap[-1].last_offset + 1, last_to_acquire)
         if result:
             self._update_gap_window(result[-1].last_offset + 1)
         return self._finish(member_id, result, count, aborted)
 
+    def _delivered_often(self, batch: InFlightBatch, first: int, last: int) -> bool:
+        """Whether available records of the batch in [first, last] have been delivered so
+        often (half the delivery limit, at least 2) that they go out in smaller groups."""
+        threshold = max(2, -(-self.max_delivery_count // 2))
+        if batch.offset_states is None:
+            s = batch.batch_state
+            return s.state is AVAILABLE and not s.ongoing and s.delivery_count >= threshold
+        return any(s.state is AVAILABLE and not s.ongoing and s.delivery_count >= threshold
+                   for o, s in batch.offset_states.items() if first <= o <= last)
+
     def _acquire_offsets(self, member_id: str, batch: InFlightBatch, first: int, last: int, limit: int,
                          result: list[AcquiredRecords], now_ms: int) -> int:
         """Acquire the available offsets of a per-offset batch within [first, last]; contiguous
-        offsets with the same delivery count go out as one range."""
+        offsets with the same delivery count go out as one range. A record on its last delivery
+        goes alone, so that a record that breaks its consumer does not take others with it; and
+        from half the delivery limit on, each further delivery halves the group size."""
+        max_count = self.max_delivery_count
+        threshold = max(2, -(-max_count // 2))
+        group = None
         count = 0
         for offset in range(max(batch.first_offset, first), min(batch.last_offset, last) + 1):
             if count >= limit:
@@ -467,7 +494,11 @@ class SharePartition:
             state = batch.offset_states[offset]
             if state.state is not AVAILABLE or state.ongoing:
                 continue
-            state.move(ACQUIRED, 1, member_id, self.max_delivery_count)
+            if max_count > 2 and state.delivery_count == max_count - 1 and count:
+                break
+            if group is None and state.delivery_count >= threshold:
+                group = max(1, len(batch.offset_states) >> (state.delivery_count - threshold + 1))
+            state.move(ACQUIRED, 1, member_id, max_count)
             self._lock(state, now_ms)
             prev = result[-1] if result else None
             if prev and prev.last_offset == offset - 1 and prev.delivery_count == state.delivery_count:
@@ -475,10 +506,13 @@ class SharePartition:
             else:
                 result.append(AcquiredRecords(offset, offset, state.delivery_count))
             count += 1
+            if (max_count > 2 and state.delivery_count == max_count) or count == group:
+                break
         return count
 
     def _acquire_new(self, member_id: str, spans: list[tuple[int, int]], first: int, last: int,
-                     batch_size: int | None, limit: int, now_ms: int) -> tuple[list[AcquiredRecords], int]:
+                     batch_size: int | None, limit: int, record_limit: bool,
+                     now_ms: int) -> tuple[list[AcquiredRecords], int]:
         """Acquire offsets [first, last] that are not in the cache yet, as new batches of about
         batch_size records cut at log batch boundaries."""
         if not self._keys and self.end_offset > first:
@@ -489,14 +523,17 @@ class SharePartition:
             return [], 0
         last_acquired = last
         if limit < last - first + 1:
-            # Keep whole log batches: end with the batch holding the limit-th record.
             wanted = first + limit - 1
-            last_acquired = next((l for b, l in spans if b <= wanted <= l), wanted)
-            if self._gap_window_active() and last_acquired > last:
-                last_acquired = last
+            if record_limit:
+                last_acquired = wanted
+            else:
+                # Keep whole log batches: end with the batch holding the limit-th record.
+                last_acquired = next((l for b, l in spans if b <= wanted <= l), wanted)
+                if self._gap_window_active() and last_acquired > last:
+                    last_acquired = last
         ranges = []
         current = first
-        if batch_size and last_acquired - first + 1 > batch_size:
+        if batch_size and not record_limit and last_acquired - first + 1 > batch_size:
             for b, _ in spans:
                 if b > last_acquired:
                     break

@@ -111,12 +111,12 @@ def test_no_persisted_state_needs_a_reset_offset():
 
 
 def test_persisted_batches_are_cached_and_terminal_head_moves_the_start_offset():
-    sp = make(start=10, batches=[PSB(10, 14, 2, 1), PSB(15, 19, 0, 3), PSB(20, 24, 4, 5)])
+    sp = make(start=10, batches=[PSB(10, 14, 2, 1), PSB(15, 19, 0, 2), PSB(20, 24, 4, 5)])
     assert sp.start_offset == 15 and sp.end_offset == 24
     assert [(b.first_offset, b.last_offset) for b in sp.cached_batches()] == [(15, 19), (20, 24)]
     assert sp.next_fetch_offset() == 15
     got = sp.acquire("m", [(15, 19)], 100, 0)
-    assert got.acquired_records == (AcquiredRecords(15, 19, 4),)
+    assert got.acquired_records == (AcquiredRecords(15, 19, 3),)
     assert sp.next_fetch_offset() == 25
 
 
@@ -392,15 +392,15 @@ def test_acknowledging_a_record_with_a_write_under_way_is_invalid():
 # ---- lock expiry and the delivery count limit ----
 
 def test_lock_expiry_releases_and_the_delivery_limit_archives():
-    sp = make({"group.share.delivery.count.limit": 3})
+    sp = make({"group.share.delivery.count.limit": 2})
     now = 0
-    for delivery in (1, 2, 3):
+    for delivery in (1, 2):
         got = sp.acquire(f"m{delivery}", [(0, 4)], 100, now)
         assert got.acquired_records == (AcquiredRecords(0, 4, delivery),)
         assert sp.expire(now + LOCK - 1) is None
         now += LOCK
         pending = sp.expire(now)
-        final = ARCHIVED if delivery == 3 else AVAILABLE
+        final = ARCHIVED if delivery == 2 else AVAILABLE
         assert pending.state_batches == (PSB(0, 4, int(final), delivery),)
         assert sp.record_states()[0] == (final, delivery, "", None)
         sp.commit(pending)
@@ -594,3 +594,34 @@ def test_log_start_offset_movement():
     assert (sp.start_offset, sp.end_offset, sp.cached_batches(), sp.next_fetch_offset()) == (30, 30, [], 30)
     sp.update_log_start_offset(25)
     assert sp.start_offset == 30
+
+
+def test_records_delivered_often_go_out_in_smaller_groups_and_alone_on_their_last_delivery():
+    # Limit 5: from 3 deliveries on, a group is halved per delivery; the 5th delivery goes alone.
+    sp = make(start=0, batches=[PSB(0, 9, 0, 1), PSB(10, 17, 0, 3), PSB(18, 19, 0, 4), PSB(20, 29, 0, 1)])
+    got = sp.acquire("m", [(0, 29)], 100, 0)
+    assert got.acquired_records == (AcquiredRecords(0, 9, 2),)  # stops before the often-delivered ones
+    got = sp.acquire("m", [(0, 29)], 100, 0, fetch_offset=10)
+    assert got.acquired_records == (AcquiredRecords(10, 13, 4),)  # 8 >> 1
+    got = sp.acquire("m", [(0, 29)], 100, 0, fetch_offset=14)
+    assert got.acquired_records == (AcquiredRecords(14, 17, 4),)
+    got = sp.acquire("m", [(0, 29)], 100, 0, fetch_offset=18)
+    assert got.acquired_records == (AcquiredRecords(18, 18, 5),)  # the last delivery, alone
+    got = sp.acquire("m", [(0, 29)], 100, 0, fetch_offset=19)
+    assert got.acquired_records == (AcquiredRecords(19, 19, 5),)
+    got = sp.acquire("m", [(0, 29)], 100, 0, fetch_offset=20)
+    assert got.acquired_records == (AcquiredRecords(20, 29, 2),)
+
+
+def test_record_limit_mode_never_exceeds_max_records():
+    from runtime.messages.share import RECORD_LIMIT
+    sp = make()
+    got = sp.acquire("m1", [(0, 9), (10, 19)], 4, 0, share_acquire_mode=RECORD_LIMIT)
+    assert got.acquired_records == (AcquiredRecords(0, 3, 1),) and got.count == 4
+    assert sp.next_fetch_offset() == 4
+    got = sp.acquire("m2", [(0, 9), (10, 19)], 4, 0, share_acquire_mode=RECORD_LIMIT, fetch_offset=4)
+    assert got.acquired_records == (AcquiredRecords(4, 7, 1),)
+    ack(sp, "m1", AB(0, 3, RELEASE))
+    got = sp.acquire("m3", [(0, 9)], 3, 0, share_acquire_mode=RECORD_LIMIT)
+    assert got.acquired_records == (AcquiredRecords(0, 2, 2),)
+    assert sp.next_fetch_offset() == 3

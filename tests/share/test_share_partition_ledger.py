@@ -18,17 +18,18 @@ from runtime.share.partition import SharePartition
 from runtime.share.records import RecordState
 from tests.share.test_share_partition import Read, snapshot
 
-LIMIT = 2
 LOCK = 1000
 MEMBERS = ("m1", "m2", "m3")
 TERMINAL = (int(RecordState.ACKNOWLEDGED), int(RecordState.ARCHIVED))
 
 
 class Ledger(RuleBasedStateMachine):
+    limit = 2
+
     def __init__(self) -> None:
         super().__init__()
         self.sp = SharePartition("g", "t", 0, {
-            "group.share.delivery.count.limit": LIMIT,
+            "group.share.delivery.count.limit": self.limit,
             "group.share.record.lock.duration.ms": LOCK,
             "group.share.partition.max.record.locks": 40,
         })
@@ -63,7 +64,7 @@ class Ledger(RuleBasedStateMachine):
             self.sp.rollback(pending)
             return
         for b in pending.state_batches:
-            assert b.delivery_count <= LIMIT
+            assert b.delivery_count <= self.limit
             if b.delivery_state in TERMINAL:
                 for o in range(b.first_offset, b.last_offset + 1):
                     self.terminal[o] += 1
@@ -81,7 +82,7 @@ class Ledger(RuleBasedStateMachine):
         after = sp.record_states()
         count = 0
         for r in got.acquired_records:
-            assert 1 <= r.delivery_count <= LIMIT
+            assert 1 <= r.delivery_count <= self.limit
             for o in range(r.first_offset, r.last_offset + 1):
                 count += 1
                 assert max(start, self.log_start) <= o < self.log_end and o not in busy and self.terminal[o] == 0
@@ -162,7 +163,7 @@ class Ledger(RuleBasedStateMachine):
             assert batch.first_offset > previous_last
             previous_last = batch.last_offset
             for s in batch.states():
-                assert 0 <= s.delivery_count <= LIMIT
+                assert 0 <= s.delivery_count <= self.limit
                 if s.state is RecordState.ACQUIRED:
                     assert s.member_id and s.deadline_ms is not None
                 else:
@@ -192,6 +193,14 @@ class Ledger(RuleBasedStateMachine):
         assert set(self.terminal) <= set(range(self.log_end))
 
 
+class LedgerWithLongerLimit(Ledger):
+    # Past 2, the last delivery of a record goes alone and groups shrink as deliveries grow.
+    limit = 4
+
+
 Ledger.TestCase.settings = settings(max_examples=300, stateful_step_count=100, deadline=None,
                                     suppress_health_check=[HealthCheck.too_slow])
+LedgerWithLongerLimit.TestCase.settings = settings(max_examples=60, stateful_step_count=100, deadline=None,
+                                                   suppress_health_check=[HealthCheck.too_slow])
 TestShareLedger = Ledger.TestCase
+TestShareLedgerWithLongerLimit = LedgerWithLongerLimit.TestCase
