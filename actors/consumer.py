@@ -120,8 +120,6 @@ class ConsumerActor(ClientActor):
         self.strategies = tuple(settings["partition_assignment_strategy"])
         # Kafka's rule: cooperative only if every configured assignor supports it.
         self.cooperative = all(name == "cooperative-sticky" for name in self.strategies)
-        for name in self.strategies:
-            client_assignor(name)  # unknown names fail at construction
         self.rebalance_timeout_ms = settings["rebalance_timeout_ms"] or settings["max_poll_interval_ms"]
         self.host = socket.gethostname()
         self.subscription: tuple[str, ...] = ()
@@ -721,6 +719,8 @@ class Consumer(ClientFacade):
                                                           "served by this consumer")
         if isinstance(settings["partition_assignment_strategy"], str):
             settings["partition_assignment_strategy"] = (settings["partition_assignment_strategy"],)
+        for name in settings["partition_assignment_strategy"]:
+            client_assignor(name)  # an unknown name fails here, not in the background
         self._key_deserializer = settings.pop("key_deserializer")
         self._value_deserializer = settings.pop("value_deserializer")
         client_id = settings["client_id"] or f"consumer-{group_id or 'none'}-{uuid.uuid4().hex[:8]}"
