@@ -16,7 +16,7 @@ so that nothing older than a surviving record (or a dropped tombstone) stays beh
 The whole job runs under the log's compaction lock; the live writer never takes it and
 keeps appending to its active segment meanwhile. Nothing the live log uses changes before
 the manifest swap, so a job killed at any point leaves the log as it was; the next run
-overwrites the leftovers.
+removes its leftovers (a temporary file, or a compacted file the manifest never listed).
 """
 from __future__ import annotations
 
@@ -244,6 +244,8 @@ def compact_log(spark, directory: str, *, now_ms: int | None = None,
         if not closed:
             return CompactionResult(log.name, "nothing to do", "no closed segments")
         if len(closed) == 1 and closed[0].file.endswith(".compacted.log"):
+            # Its replacement would have its very name. Tombstones in it that expire later
+            # go with the next compaction, once another segment has closed.
             return CompactionResult(log.name, "nothing to do", "the closed segments are compacted already")
         _remove_leftovers(directory, {s.file for s in manifest.segments})
         report(log.name, f"compacting {len(closed)} closed segments")

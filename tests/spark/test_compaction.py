@@ -222,3 +222,20 @@ def test_a_log_without_closed_segments_has_nothing_to_do(tmp_path):
     result = compact_log(None, str(tmp_path / LOG))
     assert (result.status, result.reason) == ("nothing to do", "no closed segments")
     assert str(result) == f"{LOG}: nothing to do (no closed segments)"
+
+
+def test_a_log_of_expired_tombstones_compacts_to_nothing(spark, tmp_path):
+    h = ShardHarness(str(tmp_path / LOG), LedgerShard, name=LOG, now_ms=T0)
+    h.call(lambda s, now: s.set_balances({"a": 1, "b": 2}))
+    h.call(lambda s, now: s.set_balances({"a": None, "b": None}))
+    h.runtime.log.roll()
+    h.advance(DAY)
+    h.call(lambda s, now: s.set_balances({"c": 3}))  # in the active segment: untouched
+    h.runtime.close()
+
+    result = compact_log(spark, str(tmp_path / LOG), now_ms=T0 + DAY)
+    assert (result.status, result.records_in, result.records_out, result.bytes_out) == ("compacted", 4, 0, 0)
+    assert [s.file for s in read_manifest(str(tmp_path / LOG)).segments] == [
+        "00000000000000000000-00000000000000000004.compacted.log", "00000000000000000004.log"]
+    shard = load_shard(str(tmp_path / LOG), LedgerShard)[0]
+    assert (shard.balances, shard.offsets) == ({"c": 3}, [4])
