@@ -209,6 +209,28 @@ def decode_entries(entries: tuple, base_offset: int, log: str | None = None) -> 
         return _decode_entries_checked(entries, base_offset, log)
 
 
+def replay_entries(entries: tuple, base_offset: int, replay: Callable[[int, Record], None],
+                   log: str | None = None) -> int:
+    """Decode one batch's entries and hand each record to ``replay(offset, record)`` as it
+    is decoded (loading's hot loop: no list in between). Returns the number of records.
+    Decoding errors name the log and the offset; errors raised by ``replay`` pass as they are."""
+    load_record_types()
+    if not isinstance(entries, tuple):
+        raise CorruptRecordError("batch payload is not a list", log=log, offset=base_offset)
+    decoders = _DECODE
+    offset = base_offset
+    for entry in entries:
+        try:
+            type_id, _version, key, value = entry
+            record = decoders[type_id](key, value)
+        except Exception:
+            _decode_entries_checked((entry,), offset, log)  # raises, saying what is wrong
+            raise
+        replay(offset, record)
+        offset += 1
+    return offset - base_offset
+
+
 def _decode_entries_checked(entries: tuple, base_offset: int, log: str | None) -> list[Record]:
     out = []
     for i, entry in enumerate(entries):

@@ -24,7 +24,7 @@ from typing import Any, Callable, Generic, Hashable, Iterator, Protocol, TypeVar
 
 import msgpack
 
-from .codec import Record, decode_entries, encode_record, unpack
+from .codec import Record, decode_entries, encode_record, replay_entries, unpack
 from .errors import CorruptRecordError, Errors, KafkaError
 from .log import ATTR_COMPACTED, FileLog, LogWriteError, read_batches
 from .timer import CoordinatorTimer
@@ -443,11 +443,7 @@ def replay_batch(replay: Callable[[int, Record], None], batch, name: str) -> int
         for delta, record in zip(deltas, decoded):
             replay(base + delta, record)
         return len(decoded)
-    offset = base
-    for record in decode_entries(payload, base, name):
-        replay(offset, record)
-        offset += 1
-    return offset - base
+    return replay_entries(payload, base, replay, name)
 
 
 def _unpack_checked(payload: bytes, base_offset: int, name: str) -> Any:

@@ -145,3 +145,21 @@ def test_as_dict():
     value = CodecValue((CodecPart(0, (1,)),), None, {"t": CodecPart(1)})
     assert codec.as_dict(value) == {"parts": [{"partition": 0, "offsets": [1]}], "leader": None,
                                     "by_topic": {"t": {"partition": 1, "offsets": []}}, "note": ""}
+
+
+def test_replay_entries_hands_over_records_and_names_the_bad_offset():
+    from runtime.codec import replay_entries
+    seen = []
+    entries = codec.unpack(encode_records([Record(KvKey("a"), KvValue(1)), Record(KvKey("b"))]))
+    assert replay_entries(entries, 7, lambda offset, record: seen.append((offset, record)), "L") == 2
+    assert seen == [(7, Record(KvKey("a"), KvValue(1))), (8, Record(KvKey("b")))]
+    bad = codec.unpack(msgpack.packb([[900, 0, ["a"], [1]], [977, 0, ["k"], [1]]]))
+    seen.clear()
+    with pytest.raises(CorruptRecordError) as info:
+        replay_entries(bad, 7, lambda offset, record: seen.append(offset), "L")
+    assert (info.value.offset, info.value.log, seen) == (8, "L", [7])
+
+    def failing(offset, record):
+        raise KeyError("a bug in a replay handler")
+    with pytest.raises(KeyError):  # not dressed up as corruption
+        replay_entries(entries, 0, failing)
