@@ -9,12 +9,14 @@ back. A record with a change under way is neither acquired nor acknowledged agai
 """
 from __future__ import annotations
 
+import heapq
+import itertools
 from dataclasses import dataclass
 
 from ..errors import Errors, KafkaError
 from .records import RecordState
 
-__all__ = ["EMPTY_MEMBER_ID", "TRANSITIONS", "TERMINAL", "InFlightState", "InFlightBatch", "GapWindow"]
+__all__ = ["EMPTY_MEMBER_ID", "TRANSITIONS", "TERMINAL", "InFlightState", "InFlightBatch", "GapWindow", "LockTimer"]
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = (
     RecordState.AVAILABLE, RecordState.ACQUIRED, RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
@@ -137,3 +139,36 @@ class GapWindow:
     `gap_start_offset` first; once the end offset moves on, every gap has been fetched."""
     end_offset: int
     gap_start_offset: int
+
+
+class LockTimer:
+    """The acquisition locks as data: a heap of (deadline, seq, state). An entry is stale, and
+    skipped, once its state moved on (acknowledged, released, renewed to a new deadline, split
+    into offsets) or has a change under way; rolling a change back adds the state again."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, InFlightState]] = []
+        self._seq = itertools.count()
+
+    def add(self, state: InFlightState) -> None:
+        heapq.heappush(self._heap, (state.deadline_ms, next(self._seq), state))
+
+    @staticmethod
+    def _live(deadline: int, state: InFlightState) -> bool:
+        return state.deadline_ms == deadline and state.state is ACQUIRED and not state.ongoing
+
+    def next_deadline(self) -> int | None:
+        heap = self._heap
+        while heap and not self._live(heap[0][0], heap[0][2]):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def pop_expired(self, now_ms: int) -> list[InFlightState]:
+        """The states whose lock expired at now_ms, earliest first."""
+        due: dict[int, InFlightState] = {}  # a state may be in the heap twice (renewed in the same ms)
+        heap = self._heap
+        while heap and heap[0][0] <= now_ms:
+            deadline, _, state = heapq.heappop(heap)
+            if self._live(deadline, state):
+                due[id(state)] = state
+        return list(due.values())

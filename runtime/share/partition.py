@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import bisect
 import enum
-import heapq
-import itertools
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
@@ -33,7 +31,7 @@ from ..errors import Errors, KafkaError, raise_if
 from ..messages.share import BATCH_OPTIMIZED, RECORD_LIMIT, AcknowledgementBatch, AcknowledgeType, AcquiredRecords
 from ..messages.share_state import (ReadShareGroupStateRequest, ReadStateData, ReadStatePartitionData,
                                     WriteShareGroupStateRequest, WriteStateData, WriteStatePartitionData)
-from .inflight import EMPTY_MEMBER_ID, TERMINAL, GapWindow, InFlightBatch, InFlightState
+from .inflight import EMPTY_MEMBER_ID, TERMINAL, GapWindow, InFlightBatch, InFlightState, LockTimer
 from .records import PersisterStateBatch, RecordState
 
 __all__ = ["SharePartition", "SharePartitionState", "PendingShareWrite", "ShareAcquiredRecords",
@@ -155,8 +153,7 @@ class SharePartition:
         self._cache: dict[int, InFlightBatch] = {}
         self._find_next_fetch_offset = False
         self._gap_window: GapWindow | None = None
-        self._locks: list[tuple[int, int, InFlightState]] = []  # heap of (deadline, seq, state)
-        self._seq = itertools.count()
+        self._locks = LockTimer()
 
     # ---- configuration ----
 
@@ -290,12 +287,12 @@ class SharePartition:
 
     def _lock(self, state: InFlightState, now_ms: int) -> None:
         state.deadline_ms = now_ms + self.record_lock_duration_ms
-        heapq.heappush(self._locks, (state.deadline_ms, next(self._seq), state))
+        self._locks.add(state)
 
     def _split(self, batch: InFlightBatch) -> None:
         for state in batch.split():
             if state.deadline_ms is not None:
-                heapq.heappush(self._locks, (state.deadline_ms, next(self._seq), state))
+                self._locks.add(state)
 
     def _gap_window_active(self) -> bool:
         return self._gap_window is not None and self._gap_window.end_offset == self.end_offset
@@ -391,6 +388,7 @@ class SharePartition:
         `last_stable_offset`, and `aborted` lists (first, last) offset ranges of aborted
         transactional batches, which are archived instead of delivered."""
         self._require_active()
+        raise_if(not member_id, Errors.INVALID_REQUEST, "a share fetch needs a member id")
         spans = [_span(b) for b in fetched_batches]
         if self.read_committed and last_stable_offset is not None:
             spans = [(b, min(last, last_stable_offset - 1)) for b, last in spans if b < last_stable_offset]
@@ -612,7 +610,7 @@ class SharePartition:
         for b in batches:
             if b.last_offset < self.start_offset:
                 # Already done: repeating a final acknowledgement is harmless, but a record
-                # past the start offset cannot be renewed.
+                # behind the start offset cannot be renewed.
                 raise_if(AcknowledgeType.RENEW in b.acknowledge_types, Errors.INVALID_RECORD_STATE,
                          f"offsets {b.first_offset}-{b.last_offset} are no longer acquired")
                 continue
@@ -674,28 +672,18 @@ class SharePartition:
                     changes.append(s)
         return self._pending(changes) if changes else None
 
-    def _lock_live(self, deadline: int, state: InFlightState) -> bool:
-        return state.deadline_ms == deadline and state.state is ACQUIRED and not state.ongoing
-
     def next_deadline(self) -> int | None:
         """When the earliest acquisition lock expires, or None."""
-        locks = self._locks
-        while locks and not self._lock_live(locks[0][0], locks[0][2]):
-            heapq.heappop(locks)
-        return locks[0][0] if locks else None
+        return self._locks.next_deadline()
 
     def expire(self, now_ms: int) -> PendingShareWrite | None:
         """Release every record whose acquisition lock expired at now_ms: AVAILABLE for another
         delivery, or ARCHIVED when the delivery count limit is reached."""
         if self.state is not SharePartitionState.ACTIVE:
             return None
-        changes = []
-        locks = self._locks
-        while locks and locks[0][0] <= now_ms:
-            deadline, _, state = heapq.heappop(locks)
-            if self._lock_live(deadline, state):
-                state.begin(AVAILABLE, 0, EMPTY_MEMBER_ID, self.max_delivery_count)
-                changes.append(state)
+        changes = self._locks.pop_expired(now_ms)
+        for state in changes:
+            state.begin(AVAILABLE, 0, EMPTY_MEMBER_ID, self.max_delivery_count)
         return self._pending(changes) if changes else None
 
     # ---- persisting ----
@@ -752,7 +740,7 @@ class SharePartition:
         for state in pending._changes:
             state.rollback()
             if state.state is ACQUIRED and state.deadline_ms is not None:
-                heapq.heappush(self._locks, (state.deadline_ms, next(self._seq), state))
+                self._locks.add(state)
             elif state.state is AVAILABLE:
                 self._find_next_fetch_offset = True
 

@@ -184,6 +184,10 @@ def test_acquire_new_records_locks_them_for_the_member():
     assert sp.acquire("m2", [(0, 4), (5, 9)], 100, 1000).acquired_records == ()
 
 
+def test_acquiring_needs_a_member_id():
+    expect_error(Errors.INVALID_REQUEST, make().acquire, "", [(0, 4)], 100, 0)
+
+
 def test_max_records_keeps_log_batch_boundaries_and_batch_size_splits():
     sp = make()
     got = sp.acquire("m", [(0, 4), (5, 9), (10, 14)], 7, 0)
