@@ -629,3 +629,25 @@ def test_record_limit_mode_never_exceeds_max_records():
     got = sp.acquire("m3", [(0, 9)], 3, 0, share_acquire_mode=RECORD_LIMIT)
     assert got.acquired_records == (AcquiredRecords(0, 2, 2),)
     assert sp.next_fetch_offset() == 3
+
+
+def test_offsets_missing_from_the_log_between_batches_are_skipped():
+    sp = make()
+    sp.acquire("m", [(0, 4)], 100, 0)
+    sp.acquire("m", [(10, 14)], 100, 0, fetch_offset=5)  # 5-9 are not in the log
+    assert [(b.first_offset, b.last_offset) for b in sp.cached_batches()] == [(0, 4), (10, 14)]
+    pending = ack(sp, "m", AB(0, 14, ACCEPT))
+    assert pending.state_batches == (PSB(0, 4, 2, 1), PSB(10, 14, 2, 1))
+    assert (sp.start_offset, sp.cached_batches()) == (15, [])
+
+
+def test_renew_and_release_in_one_batch_and_a_failed_write():
+    sp = make()
+    sp.acquire("m", [(0, 3)], 100, 0)
+    pending = sp.acknowledge("m", [AB(0, 3, RENEW, RELEASE, RENEW, ACCEPT)], 500)
+    assert pending.state_batches == (PSB(1, 1, 0, 1), PSB(3, 3, 2, 1))
+    sp.rollback(pending)
+    # The renewals stand (nothing to persist for them); the rest is held again as before.
+    assert sp.record_states() == {0: (ACQUIRED, 1, "m", 500 + LOCK), 1: (ACQUIRED, 1, "m", LOCK),
+                                  2: (ACQUIRED, 1, "m", 500 + LOCK), 3: (ACQUIRED, 1, "m", LOCK)}
+    assert sp.expire(LOCK).state_batches == (PSB(1, 1, 0, 1), PSB(3, 3, 0, 1))
