@@ -80,6 +80,9 @@ class Cluster:
         self._owns_data_dir = owns_data_dir
         self._owns_deployment = owns_deployment
         self._handles: dict[str, Any] = {}
+        # Every handle this process created, kept for good: a non-detached actor ends when its
+        # owner drops the last handle, even while Ray is restarting it.
+        self._created: list[Any] = []
         self._lock = threading.Lock()
         self._closed = False
 
@@ -136,6 +139,7 @@ class Cluster:
         controller = _remote(ControllerActor, naming.CONTROLLER, namespace, detached, config).remote(
             data_dir, config, namespace, detached)
         cluster._handles[naming.CONTROLLER] = controller
+        cluster._created.append(controller)
         status = ray.get(controller.ready.remote(), timeout=120)
         if status["state"] != "active":
             raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"the controller did not load: {status['error']}")
@@ -146,6 +150,7 @@ class Cluster:
                 handle = _remote(_load_class(class_path), name, namespace, detached, config).remote(
                     data_dir, partition, config)
                 cluster._handles[name] = handle
+                cluster._created.append(handle)
                 refs.append(handle.ready.remote())
         for status in ray.get(refs, timeout=120):
             if status["state"] != "active":
@@ -256,6 +261,7 @@ class Cluster:
                 self.data_dir, topic.name, p, topic.configs, self.config)
             with self._lock:
                 self._handles[name] = handle
+                self._created.append(handle)
             refs.append(handle.ready.remote())
         ray.get(refs, timeout=120)
 
