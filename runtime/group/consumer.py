@@ -246,8 +246,12 @@ def _describe_assignment(assignment: Mapping) -> ConsumerGroupDescribeResponseAs
 
 
 class ConsumerGroupManager:
-    def __init__(self, context: CoordinatorContext, groups: dict, assignors: Mapping | None = None) -> None:
+    def __init__(self, context: CoordinatorContext, groups: dict, assignors: Mapping | None = None,
+                 group_configs=None) -> None:
+        """`group_configs` (a GroupConfigManager) gives groups their own session timeout
+        and heartbeat interval (consumer.session.timeout.ms, consumer.heartbeat.interval.ms)."""
         self.context = context
+        self.group_configs = group_configs
         self.timer = context.timer
         self.groups = groups
         self.config = ModernGroupConfig.from_config(context.config, "group.consumer.")
@@ -455,7 +459,8 @@ class ConsumerGroupManager:
         changed = reconciled.assigned_partitions != before
         return Result(records, ConsumerGroupHeartbeatResponse(
             member_id=member_id, member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self._group_config(group_id, "consumer.heartbeat.interval.ms",
+                                                     self.config.heartbeat_interval_ms),
             assignment=_response_assignment(reconciled) if full or changed else None))
 
     def _regex_changes(self, group: ConsumerGroup, previous, updated, now_ms: int, records: list) -> dict:
@@ -549,7 +554,13 @@ class ConsumerGroupManager:
             group = self._live_group(group_id)
             member = group.members.get(member_id) if group is not None else None
             return self._fence(group, member) if member is not None else Result()
-        self.timer.schedule(session_timeout_key(group_id, member_id), now_ms + self.config.session_timeout_ms, expire)
+        timeout = self._group_config(group_id, "consumer.session.timeout.ms", self.config.session_timeout_ms)
+        self.timer.schedule(session_timeout_key(group_id, member_id), now_ms + timeout, expire)
+
+    def _group_config(self, group_id: str, name: str, default: int) -> int:
+        if self.group_configs is None or name not in self.group_configs.configs.get(group_id, ()):
+            return default
+        return self.group_configs.value(group_id, name)
 
     def _schedule_rebalance_timeout(self, group_id: str, member, now_ms: int) -> None:
         member_id, epoch = member.member_id, member.member_epoch

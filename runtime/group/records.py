@@ -249,3 +249,201 @@ __all__ += [
     "consumer_group_current_assignment_record", "consumer_group_current_assignment_tombstone",
     "consumer_group_regex_record", "consumer_group_regex_tombstone",
 ]
+
+
+# Share groups (KIP-932)
+#
+# Kafka's ShareGroup* records, keyed by group (and member), with topic partitions held as
+# the consumer group records hold them (by topic name). As for consumer groups, the
+# subscription metadata is the metadata hash of ShareGroupMetadataValue, so type 9
+# (ShareGroupPartitionMetadata) is not written. ShareGroupStatePartitionMetadata names
+# topics by id as well: the share coordinator keys its state by topic id, and a topic
+# deleted and created again under the same name must not inherit the old one's state.
+
+class ShareGroupMetadataKey(NamedTuple):
+    group_id: str
+
+
+class ShareGroupMetadataValue(NamedTuple):
+    epoch: int
+    metadata_hash: int = 0
+
+
+class ShareGroupMemberMetadataKey(NamedTuple):
+    group_id: str
+    member_id: str
+
+
+class ShareGroupMemberMetadataValue(NamedTuple):
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+
+
+class ShareGroupTargetAssignmentMetadataKey(NamedTuple):
+    group_id: str
+
+
+class ShareGroupTargetAssignmentMetadataValue(NamedTuple):
+    assignment_epoch: int
+
+
+class ShareGroupTargetAssignmentMemberKey(NamedTuple):
+    group_id: str
+    member_id: str
+
+
+class ShareGroupTargetAssignmentMemberValue(NamedTuple):
+    topic_partitions: tuple[ConsumerGroupTopicPartitions, ...]
+    __nested__ = {"topic_partitions": [ConsumerGroupTopicPartitions]}
+
+
+class ShareGroupCurrentMemberAssignmentKey(NamedTuple):
+    group_id: str
+    member_id: str
+
+
+class ShareGroupCurrentMemberAssignmentValue(NamedTuple):
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # MemberState's byte value (always STABLE: share groups never revoke)
+    assigned_partitions: tuple[ConsumerGroupTopicPartitions, ...]
+    __nested__ = {"assigned_partitions": [ConsumerGroupTopicPartitions]}
+
+
+class ShareGroupStateTopicPartitions(NamedTuple):
+    topic_id: str
+    topic_name: str
+    partitions: tuple[int, ...]
+    timestamp: int = -1  # initialising topics: when their initialisation was last asked for
+
+
+class ShareGroupStateTopic(NamedTuple):
+    topic_id: str
+    topic_name: str
+
+
+class ShareGroupStatePartitionMetadataKey(NamedTuple):
+    group_id: str
+
+
+class ShareGroupStatePartitionMetadataValue(NamedTuple):
+    initializing_topics: tuple[ShareGroupStateTopicPartitions, ...]
+    initialized_topics: tuple[ShareGroupStateTopicPartitions, ...]
+    deleting_topics: tuple[ShareGroupStateTopic, ...] = ()
+    __nested__ = {"initializing_topics": [ShareGroupStateTopicPartitions],
+                  "initialized_topics": [ShareGroupStateTopicPartitions],
+                  "deleting_topics": [ShareGroupStateTopic]}
+
+
+register(10, ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue)
+register(11, ShareGroupMetadataKey, ShareGroupMetadataValue)
+register(12, ShareGroupTargetAssignmentMetadataKey, ShareGroupTargetAssignmentMetadataValue)
+register(13, ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue)
+register(14, ShareGroupCurrentMemberAssignmentKey, ShareGroupCurrentMemberAssignmentValue)
+register(15, ShareGroupStatePartitionMetadataKey, ShareGroupStatePartitionMetadataValue)
+
+__all__ += [
+    "ShareGroupMetadataKey", "ShareGroupMetadataValue", "ShareGroupMemberMetadataKey",
+    "ShareGroupMemberMetadataValue", "ShareGroupTargetAssignmentMetadataKey",
+    "ShareGroupTargetAssignmentMetadataValue", "ShareGroupTargetAssignmentMemberKey",
+    "ShareGroupTargetAssignmentMemberValue", "ShareGroupCurrentMemberAssignmentKey",
+    "ShareGroupCurrentMemberAssignmentValue", "ShareGroupStateTopicPartitions", "ShareGroupStateTopic",
+    "ShareGroupStatePartitionMetadataKey", "ShareGroupStatePartitionMetadataValue",
+]
+
+
+def share_group_epoch_record(group_id: str, epoch: int, metadata_hash: int) -> Record:
+    return Record(ShareGroupMetadataKey(group_id), ShareGroupMetadataValue(epoch, metadata_hash))
+
+
+def share_group_epoch_tombstone(group_id: str) -> Record:
+    return Record(ShareGroupMetadataKey(group_id))
+
+
+def share_group_member_subscription_record(group_id: str, member) -> Record:
+    return Record(ShareGroupMemberMetadataKey(group_id, member.member_id),
+                  ShareGroupMemberMetadataValue(member.rack_id, member.client_id, member.client_host,
+                                                tuple(sorted(member.subscribed_topic_names))))
+
+
+def share_group_member_subscription_tombstone(group_id: str, member_id: str) -> Record:
+    return Record(ShareGroupMemberMetadataKey(group_id, member_id))
+
+
+def share_group_target_assignment_record(group_id: str, member_id: str, assignment) -> Record:
+    return Record(ShareGroupTargetAssignmentMemberKey(group_id, member_id),
+                  ShareGroupTargetAssignmentMemberValue(_topic_partitions(assignment)))
+
+
+def share_group_target_assignment_tombstone(group_id: str, member_id: str) -> Record:
+    return Record(ShareGroupTargetAssignmentMemberKey(group_id, member_id))
+
+
+def share_group_target_assignment_epoch_record(group_id: str, epoch: int) -> Record:
+    return Record(ShareGroupTargetAssignmentMetadataKey(group_id), ShareGroupTargetAssignmentMetadataValue(epoch))
+
+
+def share_group_target_assignment_epoch_tombstone(group_id: str) -> Record:
+    return Record(ShareGroupTargetAssignmentMetadataKey(group_id))
+
+
+def share_group_current_assignment_record(group_id: str, member) -> Record:
+    return Record(ShareGroupCurrentMemberAssignmentKey(group_id, member.member_id),
+                  ShareGroupCurrentMemberAssignmentValue(member.member_epoch, member.previous_member_epoch,
+                                                         member.state.value,
+                                                         _topic_partitions(member.assigned_partitions)))
+
+
+def share_group_current_assignment_tombstone(group_id: str, member_id: str) -> Record:
+    return Record(ShareGroupCurrentMemberAssignmentKey(group_id, member_id))
+
+
+def share_group_state_partition_metadata_record(group_id: str, initializing, initialized, deleting=()) -> Record:
+    """`initializing` and `initialized`: {topic id: (topic name, partitions, timestamp)};
+    `deleting`: {topic id: topic name}. Topics and partitions are written sorted."""
+    return Record(ShareGroupStatePartitionMetadataKey(group_id), ShareGroupStatePartitionMetadataValue(
+        tuple(ShareGroupStateTopicPartitions(tid, name, tuple(sorted(ps)), ts)
+              for tid, (name, ps, ts) in sorted(initializing.items())),
+        tuple(ShareGroupStateTopicPartitions(tid, name, tuple(sorted(ps)))
+              for tid, (name, ps, _) in sorted(initialized.items())),
+        tuple(ShareGroupStateTopic(tid, name) for tid, name in sorted(dict(deleting).items()))))
+
+
+def share_group_state_partition_metadata_tombstone(group_id: str) -> Record:
+    return Record(ShareGroupStatePartitionMetadataKey(group_id))
+
+
+__all__ += [
+    "share_group_epoch_record", "share_group_epoch_tombstone",
+    "share_group_member_subscription_record", "share_group_member_subscription_tombstone",
+    "share_group_target_assignment_record", "share_group_target_assignment_tombstone",
+    "share_group_target_assignment_epoch_record", "share_group_target_assignment_epoch_tombstone",
+    "share_group_current_assignment_record", "share_group_current_assignment_tombstone",
+    "share_group_state_partition_metadata_record", "share_group_state_partition_metadata_tombstone",
+]
+
+
+# Dynamic group configs (Kafka's GROUP config resource, set with incrementalAlterConfigs)
+
+class GroupConfigKey(NamedTuple):
+    group_id: str
+
+
+class GroupConfigValue(NamedTuple):
+    configs: dict  # config name -> its validated value (int or str)
+
+
+register(17, GroupConfigKey, GroupConfigValue)
+
+
+def group_config_record(group_id: str, configs) -> Record:
+    return Record(GroupConfigKey(group_id), GroupConfigValue(dict(sorted(configs.items()))))
+
+
+def group_config_tombstone(group_id: str) -> Record:
+    return Record(GroupConfigKey(group_id))
+
+
+__all__ += ["GroupConfigKey", "GroupConfigValue", "group_config_record", "group_config_tombstone"]

@@ -5,8 +5,9 @@ GroupCoordinatorShard): a thin router over the protocol managers.
 `.type` ("classic", "consumer", "share"), `.state`, and Kafka's Group interface
 (`validate_offset_commit`, `validate_offset_fetch`, `validate_offset_delete`,
 `validate_delete`, `is_empty`, `is_subscribed_to_topic`, `offset_expiration_base`,
-`as_listed_group`, `describe`). `replay` dispatches on the record's key class through
-`self.replayers`; another protocol adds its record keys there.
+`as_listed_group`, `describe`, and for modern groups `tombstones`). `replay` dispatches on
+the record's key class through `self.replayers`; another protocol adds its record keys there.
+Dynamic group configs (configs.py) live beside the groups: a group need not exist to have them.
 """
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ from ..messages.group import (
     OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
 )
 from .classic import ClassicGroupManager
+from .configs import GroupConfigManager
 from .consumer import ConsumerGroupManager
 from .offsets import OffsetMetadataManager
 from .records import GroupMetadataKey, OffsetCommitKey, group_metadata_tombstone
+from .share import ShareGroupManager
 
 __all__ = ["GroupCoordinatorShard", "EXPIRE_GROUP_METADATA_KEY"]
 
@@ -34,11 +37,15 @@ class GroupCoordinatorShard:
         self.offsets = OffsetMetadataManager(context.config, self.groups)
         self.classic = ClassicGroupManager(context, self.groups)
         self.retention_check_interval_ms = int(context.config.get("offsets.retention.check.interval.ms", 600000))
-        self.consumer = ConsumerGroupManager(context, self.groups)
+        self.configs = GroupConfigManager(context.config)
+        self.consumer = ConsumerGroupManager(context, self.groups, group_configs=self.configs)
+        self.share = ShareGroupManager(context, self.groups, self.configs)
         self.replayers = {
             OffsetCommitKey: self.offsets.replay_offset_commit,
             GroupMetadataKey: self.classic.replay_group_metadata,
             **self.consumer.replayers(),
+            **self.share.replayers(),
+            **self.configs.replayers(),
         }
 
     # ------------------------------------------------------------------ records and lifecycle
@@ -52,6 +59,7 @@ class GroupCoordinatorShard:
     def on_loaded(self, now_ms: int) -> None:
         self.classic.on_loaded(now_ms)
         self.consumer.on_loaded(now_ms)
+        self.share.on_loaded(now_ms)
         self._schedule_expiry(now_ms)
 
     # ------------------------------------------------------------------ classic group protocol
@@ -79,10 +87,43 @@ class GroupCoordinatorShard:
         """A read: a ConsumerGroupDescribeResponseDescribedGroup per id."""
         return self.consumer.consumer_group_describe(group_ids)
 
-    def update_topics(self, topics, now_ms: int) -> Result:
-        """The topics (name -> partition count) consumer groups subscribe to; call it after
-        every load, and whenever topics change."""
-        return self.consumer.update_topics(topics, now_ms)
+    def update_topics(self, topics, now_ms: int, topic_ids=None) -> Result:
+        """The topics (name -> partition count, and name -> topic id) consumer and share
+        groups subscribe to; call it after every load, and whenever topics change."""
+        consumer = self.consumer.update_topics(topics, now_ms)
+        share = self.share.update_topics(topics, topic_ids, now_ms)
+        return Result([*consumer.records, *share.records])
+
+    # ------------------------------------------------------------------ share groups (KIP-932)
+
+    def share_group_heartbeat(self, request, now_ms: int, new_member_id: str,
+                              client_id: str = "", client_host: str = "") -> Result:
+        return self.share.share_group_heartbeat(request, now_ms, new_member_id, client_id, client_host)
+
+    def share_group_describe(self, group_ids) -> list:
+        """A read: a ShareGroupDescribeResponseDescribedGroup per id."""
+        return self.share.share_group_describe(group_ids)
+
+    def pending_share_initializations(self) -> list:
+        """The share-group state the share coordinator must initialise now, each listed
+        once (PendingShareInitialization); call it after writes complete."""
+        return self.share.pending_share_initializations()
+
+    def share_group_initialized(self, group_id: str, topic_id: str, partitions, now_ms: int) -> Result:
+        return self.share.share_group_initialized(group_id, topic_id, partitions, now_ms)
+
+    def share_group_initialize_failed(self, group_id: str, topic_id: str, partitions, now_ms: int) -> Result:
+        return self.share.share_group_initialize_failed(group_id, topic_id, partitions, now_ms)
+
+    # ------------------------------------------------------------------ dynamic group configs
+
+    def alter_group_config(self, group_id: str, configs, now_ms: int) -> Result:
+        """Incremental: {name: value, or None to remove}; INVALID_CONFIG changes nothing."""
+        return self.configs.alter_group_config(group_id, configs, now_ms)
+
+    def describe_group_config(self, group_id: str) -> list:
+        """A read: a GroupConfigEntry per group config, the group's value or the default."""
+        return self.configs.describe_group_config(group_id)
 
     # ------------------------------------------------------------------ offsets
 
@@ -119,7 +160,7 @@ class GroupCoordinatorShard:
                 results.append(DeletableGroupResult(group_id, e.code))
                 continue
             records.extend(self.offsets.delete_all_offsets(group_id))
-            records.extend(_tombstones(group))
+            records.extend(self._tombstones(group))
             results.append(DeletableGroupResult(group_id))
         return Result(records, results)
 
@@ -149,18 +190,18 @@ class GroupCoordinatorShard:
 
     def _cleanup_group_metadata(self, now_ms: int) -> Result:
         """Every offsets.retention.check.interval.ms: tombstones for expired offsets, and for
-        empty groups that have no offsets left (they become Dead)."""
+        empty groups that have no offsets left (they become Dead). Share groups have no
+        offsets here and stay: their state lives with the share coordinator."""
         records = []
         for group_id, group in sorted(self.groups.items()):
-            if self.offsets.expire_offsets(group_id, now_ms, records) and group.is_empty():
-                records.extend(_tombstones(group))
+            if (self.offsets.expire_offsets(group_id, now_ms, records) and group.is_empty()
+                    and group.type != "share"):
+                records.extend(self._tombstones(group))
         self._schedule_expiry(now_ms)
         return Result(records)
 
-
-def _tombstones(group) -> list:
-    """The records that delete an empty group: a modern group knows its own; a classic one
-    is a GroupMetadata tombstone."""
-    if group.type == "consumer":
-        return group.tombstones()
-    return [group_metadata_tombstone(group.group_id)]
+    def _tombstones(self, group) -> list:
+        """The records that delete an empty group, and its dynamic configs: a modern group
+        knows its own; a classic one is a GroupMetadata tombstone."""
+        own = [group_metadata_tombstone(group.group_id)] if group.type == "classic" else group.tombstones()
+        return own + self.configs.tombstones(group.group_id)

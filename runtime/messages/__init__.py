@@ -6,3 +6,4 @@ from .group import *  # noqa: F401,F403
 from .share_state import *  # noqa: F401,F403
 from .consumer import *  # noqa: F401,F403
 from .share import *  # noqa: F401,F403
+from .share_group import *  # noqa: F401,F403

@@ -1,0 +1,652 @@
+"""Share groups (KIP-932) on the group coordinator: ShareGroupHeartbeat, ShareGroupDescribe
+and share-group state initialisation (Kafka's GroupMetadataManager share-group half, with
+ShareGroup and ShareGroupMember).
+
+A share group is a modern group without a revocation phase: several members may hold one
+partition, so a heartbeat (1) updates the member and bumps the group epoch when its
+subscription or the subscribed topics' metadata changed, (2) recomputes the target
+assignment with the "simple" assignor when the group epoch is ahead of the assignment
+epoch, and (3) gives the member its target at once, at the assignment epoch.
+
+The assignor only hands out partitions whose share-group state the share coordinator has
+initialised. A heartbeat that makes the group subscribe to partitions it has no state for
+writes them as initialising (ShareGroupStatePartitionMetadata); the owner of the shard takes
+them from `pending_share_initializations()`, asks the share coordinator to initialise them
+and reports back with `share_group_initialized` (which bumps the group epoch, so the next
+heartbeat assigns them) or `share_group_initialize_failed`. Partitions still initialising
+group.share.initialize.retry.interval.ms after they were last asked for are listed again.
+
+Hard state changes only in the `_replay_*` handlers; what the owner has yet to be told to
+initialise is soft state, rebuilt after a load (everything initialising is asked again).
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..assignors import simple
+from ..coordinator import CoordinatorContext, Result
+from ..errors import Errors, KafkaError, raise_if
+from ..messages.consumer import LEAVE_GROUP_MEMBER_EPOCH
+from ..messages.group import DescribedGroup, DescribedGroupMember, ListedGroup
+from ..messages.share_group import (
+    ShareGroupDescribeResponseAssignment, ShareGroupDescribeResponseDescribedGroup, ShareGroupDescribeResponseMember,
+    ShareGroupDescribeResponseTopicPartitions, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+    ShareGroupHeartbeatResponseAssignment, ShareGroupHeartbeatResponseTopicPartitions,
+)
+from . import records as R
+from .configs import GroupConfigManager
+from .modern import EMPTY, ModernGroup, ModernGroupConfig, compute_target_assignment, metadata_hash, session_timeout_key
+from .reconcile import MemberState
+
+__all__ = ["ShareGroupState", "ShareGroupMember", "ShareGroup", "ShareGroupManager", "InitState",
+           "INIT_TRANSITIONS", "PendingShareInitialization", "share_initialize_retry_key"]
+
+
+class ShareGroupState(enum.Enum):
+    EMPTY = "Empty"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class InitState(enum.Enum):
+    """Where a subscribed partition's share-group state is (ShareGroupStatePartitionMetadata)."""
+    UNINITIALIZED = "uninitialized"
+    INITIALIZING = "initializing"
+    INITIALIZED = "initialized"
+
+
+# The moves a partition's state may make: it is asked for (again, on a retry or a failure),
+# confirmed, or forgotten when its topic is deleted.
+INIT_TRANSITIONS: dict[InitState, frozenset[InitState]] = {
+    InitState.UNINITIALIZED: frozenset({InitState.INITIALIZING}),
+    InitState.INITIALIZING: frozenset({InitState.INITIALIZING, InitState.INITIALIZED, InitState.UNINITIALIZED}),
+    InitState.INITIALIZED: frozenset({InitState.UNINITIALIZED}),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMember:
+    member_id: str
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: frozenset = frozenset()
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: MemberState = MemberState.STABLE
+    assigned_partitions: Mapping = field(default_factory=dict)
+    # what ModernGroup asks of every member; share members are never static and never revoke
+    instance_id: None = None
+    partitions_pending_revocation: Mapping = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingShareInitialization:
+    """Partitions whose share-group state the share coordinator must initialise, with the
+    state epoch to give them (the group epoch)."""
+    group_id: str
+    topic_id: str
+    topic_name: str
+    partitions: tuple[int, ...]
+    group_epoch: int
+
+
+def share_initialize_retry_key(group_id: str) -> tuple:
+    return ("share-initialize-retry", group_id)
+
+
+# {topic id: (topic name, frozenset(partitions), timestamp)}
+TopicStates = dict[str, tuple[str, frozenset, int]]
+
+
+class ShareGroup(ModernGroup):
+    type = "share"
+
+    def __init__(self, group_id: str) -> None:
+        super().__init__(group_id)
+        self.initializing: TopicStates = {}
+        self.initialized: TopicStates = {}
+        self.deleting: dict[str, str] = {}
+        self.has_state_metadata = False
+
+    @property
+    def state(self) -> ShareGroupState:
+        return ShareGroupState.STABLE if self.members else ShareGroupState.EMPTY
+
+    def apply_current_assignment(self, member) -> None:
+        # partitions are shared: no ownership to move, unlike ModernGroup's
+        self.members[member.member_id] = member
+
+    def init_state(self, topic_id: str, partition: int) -> InitState:
+        for states, state in ((self.initialized, InitState.INITIALIZED), (self.initializing, InitState.INITIALIZING)):
+            entry = states.get(topic_id)
+            if entry is not None and partition in entry[1]:
+                return state
+        return InitState.UNINITIALIZED
+
+    def assignable(self, topic_ids: Mapping[str, str]) -> dict[str, frozenset]:
+        """topic name -> initialised partitions, for topics that still have the same id."""
+        return {name: ps for tid, (name, ps, _) in self.initialized.items() if topic_ids.get(name) == tid}
+
+    # ------------------------------------------------------------------ Kafka's Group interface
+
+    def validate_offset_commit(self, member_id: str, group_instance_id: str | None, member_epoch: int) -> None:
+        raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {self.group_id} is a share group: it commits no offsets")
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {self.group_id} is a share group: it has no offsets")
+
+    def validate_offset_delete(self) -> None:
+        raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {self.group_id} is a share group: it has no offsets")
+
+    def validate_delete(self) -> None:
+        raise_if(bool(self.members), Errors.NON_EMPTY_GROUP, f"group {self.group_id} is {self.state}")
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        return topic in self.subscribed_topic_counts
+
+    def offset_expiration_base(self):
+        return None
+
+    def as_listed_group(self) -> ListedGroup:
+        return ListedGroup(self.group_id, "share", str(self.state), self.type)
+
+    def describe(self) -> DescribedGroup:
+        members = tuple(DescribedGroupMember(m.member_id, None, m.client_id, m.client_host)
+                        for m in self.members.values())
+        return DescribedGroup(self.group_id, group_state=str(self.state), protocol_type="share", members=members)
+
+    def tombstones(self) -> list:
+        """The records that delete this (empty) group."""
+        gid = self.group_id
+        records = [R.share_group_target_assignment_tombstone(gid, m) for m in sorted(self.target_assignment)]
+        if self.has_state_metadata:
+            records.append(R.share_group_state_partition_metadata_tombstone(gid))
+        records += [R.share_group_target_assignment_epoch_tombstone(gid), R.share_group_epoch_tombstone(gid)]
+        return records
+
+
+def _transition(group: ShareGroup, topic_id: str, partitions, to: InitState) -> None:
+    """Raise, before any record is built, if a partition may not move to `to`."""
+    for p in partitions:
+        current = group.init_state(topic_id, p)
+        if to not in INIT_TRANSITIONS[current]:
+            raise KafkaError(Errors.INVALID_REQUEST, f"share group {group.group_id}: partition {p} of topic "
+                                                     f"{topic_id} cannot move from {current.value} to {to.value}")
+
+
+def _with(states: TopicStates, topic_id: str, name: str, partitions, timestamp: int) -> TopicStates:
+    out = dict(states)
+    old = out.get(topic_id)
+    out[topic_id] = (name, (old[1] if old else frozenset()) | frozenset(partitions), timestamp)
+    return out
+
+
+def _without(states: TopicStates, topic_id: str, partitions) -> TopicStates:
+    out = dict(states)
+    old = out.get(topic_id)
+    if old is not None:
+        left = old[1] - frozenset(partitions)
+        if left:
+            out[topic_id] = (old[0], left, old[2])
+        else:
+            del out[topic_id]
+    return out
+
+
+def _assignment_from(topic_partitions) -> dict:
+    return {tp.topic_name: frozenset(tp.partitions) for tp in topic_partitions if tp.partitions}
+
+
+def _states_from(topics) -> TopicStates:
+    return {t.topic_id: (t.topic_name, frozenset(t.partitions), t.timestamp) for t in topics}
+
+
+class ShareGroupManager:
+    def __init__(self, context: CoordinatorContext, groups: dict, configs: GroupConfigManager) -> None:
+        self.context = context
+        self.timer = context.timer
+        self.groups = groups
+        self.configs = configs
+        self.config = ModernGroupConfig.from_config(context.config, "group.share.", max_size=200)
+        self.retry_interval_ms = int(context.config.get("group.share.initialize.retry.interval.ms", 30000))
+        self.topics: dict[str, int] | None = None
+        self.topic_ids: dict[str, str] = {}
+        self._pending: set[tuple[str, str]] = set()  # (group id, topic id) the owner must still be told of
+
+    def replayers(self) -> dict:
+        return {
+            R.ShareGroupMetadataKey: self._replay_metadata,
+            R.ShareGroupMemberMetadataKey: self._replay_member,
+            R.ShareGroupTargetAssignmentMetadataKey: self._replay_target_epoch,
+            R.ShareGroupTargetAssignmentMemberKey: self._replay_target_member,
+            R.ShareGroupCurrentMemberAssignmentKey: self._replay_current_assignment,
+            R.ShareGroupStatePartitionMetadataKey: self._replay_state_metadata,
+        }
+
+    def on_loaded(self, now_ms: int) -> None:
+        # the initialisations in flight before the restart are lost: ask for them again
+        for group in self._share_groups():
+            for member_id in group.members:
+                self._schedule_session_timeout(group.group_id, member_id, now_ms)
+            if group.initializing:
+                self._pending.update((group.group_id, tid) for tid in group.initializing)
+                self._schedule_retry(group, now_ms)
+
+    def _share_groups(self):
+        return [g for _, g in sorted(self.groups.items()) if g.type == "share"]
+
+    def _live_group(self, group_id: str) -> ShareGroup | None:
+        group = self.groups.get(group_id)
+        return group if group is not None and group.type == "share" else None
+
+    def _group(self, group_id: str, create: bool) -> ShareGroup | None:
+        """Kafka's getOrMaybeCreateShareGroup: a group of another type keeps its id."""
+        group = self.groups.get(group_id)
+        if group is None:
+            raise_if(not create, Errors.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
+            return ShareGroup(group_id)  # replaying the heartbeat's records adds it
+        raise_if(group.type != "share", Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        return group
+
+    def _heartbeat_interval_ms(self, group_id: str) -> int:
+        return self.configs.value(group_id, "share.heartbeat.interval.ms")
+
+    # ================================================================== ShareGroupHeartbeat
+
+    @staticmethod
+    def _raise_if_invalid(request: ShareGroupHeartbeatRequest) -> None:
+        def blank(value):
+            return value is not None and not value.strip()
+
+        raise_if(not request.group_id or blank(request.group_id), Errors.INVALID_REQUEST, "GroupId can't be empty.")
+        raise_if(blank(request.rack_id), Errors.INVALID_REQUEST, "RackId can't be empty.")
+        epoch = request.member_epoch
+        if epoch == 0:
+            # an empty id asks for one; one of blanks is refused
+            raise_if(bool(request.member_id) and blank(request.member_id), Errors.INVALID_REQUEST,
+                     "MemberId can't be empty.")
+            raise_if(not request.subscribed_topic_names, Errors.INVALID_REQUEST,
+                     "SubscribedTopicNames must be set in first request.")
+        else:
+            raise_if(epoch < LEAVE_GROUP_MEMBER_EPOCH, Errors.INVALID_REQUEST, "MemberEpoch is invalid.")
+            raise_if(not request.member_id.strip(), Errors.INVALID_REQUEST, "MemberId can't be empty.")
+
+    def share_group_heartbeat(self, request: ShareGroupHeartbeatRequest, now_ms: int, new_member_id: str,
+                              client_id: str = "", client_host: str = "") -> Result:
+        """`new_member_id` names a member that joins without an id of its own."""
+        self._raise_if_invalid(request)
+        raise_if(self.topics is None, Errors.COORDINATOR_LOAD_IN_PROGRESS,
+                 "the coordinator does not know the topic metadata yet")
+        if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            return self._leave(request)
+        return self._heartbeat(request, now_ms, new_member_id, client_id, client_host)
+
+    def _heartbeat(self, request, now_ms: int, new_member_id: str, client_id: str, client_host: str) -> Result:
+        group_id, epoch = request.group_id, request.member_epoch
+        group = self._group(group_id, create=epoch == 0)
+        member_id = request.member_id or new_member_id
+        stored = group.members.get(member_id)
+        max_size = self.config.max_size
+        raise_if(stored is None and len(group.members) >= max_size, Errors.GROUP_MAX_SIZE_REACHED,
+                 f"The share group has reached its maximum capacity of {max_size} members.")
+        if epoch != 0:
+            raise_if(stored is None, Errors.UNKNOWN_MEMBER_ID,
+                     f"Member {member_id} is not a member of group {group_id}.")
+            _raise_if_epoch_invalid(stored, epoch)
+        member = stored if stored is not None else ShareGroupMember(member_id)
+        records: list = []
+
+        # 1. the member and its subscription
+        updated = _updated_member(member, request, client_id, client_host)
+        if updated is not member or stored is None:
+            records.append(R.share_group_member_subscription_record(group_id, updated))
+        counts = group.subscribed_topic_counts_with(stored, updated)
+        new_hash = metadata_hash(counts, self.topics)
+        group_epoch = group.group_epoch
+        if updated.subscribed_topic_names != member.subscribed_topic_names or new_hash != group.metadata_hash:
+            group_epoch += 1
+            records.append(R.share_group_epoch_record(group_id, group_epoch, new_hash))
+
+        # 2. the target assignment
+        if group_epoch > group.assignment_epoch:
+            members = dict(group.members)
+            members[member_id] = updated
+            targets = self._assign(group, group_epoch, members, records)
+            target_epoch, target = group_epoch, targets.get(member_id, EMPTY)
+        else:
+            target_epoch, target = group.assignment_epoch, group.target_of(member_id)
+
+        # 3. no revocation: the member takes its target at once
+        reconciled = updated
+        if updated.member_epoch != target_epoch or updated.assigned_partitions != target:
+            reconciled = dataclasses.replace(updated, member_epoch=target_epoch,
+                                             previous_member_epoch=updated.member_epoch, assigned_partitions=target)
+            records.append(R.share_group_current_assignment_record(group_id, reconciled))
+
+        # 4. state initialisation of newly subscribed partitions
+        self._initialize(group, counts, group_epoch, now_ms, records)
+        self._schedule_session_timeout(group_id, member_id, now_ms)
+
+        before = stored.assigned_partitions if stored is not None else EMPTY
+        full = epoch == 0 or request.subscribed_topic_names is not None
+        return Result(records, ShareGroupHeartbeatResponse(
+            member_id=member_id, member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self._heartbeat_interval_ms(group_id),
+            assignment=_response_assignment(reconciled) if full or reconciled.assigned_partitions != before else None))
+
+    def _assign(self, group: ShareGroup, group_epoch: int, members: dict, records: list) -> dict:
+        """The simple assignor over the initialised partitions (Kafka's TargetAssignmentBuilder)."""
+        assign = functools.partial(simple, assignable=group.assignable(self.topic_ids))
+        try:
+            targets = compute_target_assignment(assign, members, lambda m: m.subscribed_topic_names,
+                                                group.target_of, self.topics)
+        except Exception as e:
+            raise KafkaError(Errors.UNKNOWN_SERVER_ERROR,
+                             f"failed to compute a new target assignment for epoch {group_epoch}: {e}") from e
+        for member_id, target in sorted(targets.items()):
+            if group.target_assignment.get(member_id) != target:
+                records.append(R.share_group_target_assignment_record(group.group_id, member_id, target))
+        records.append(R.share_group_target_assignment_epoch_record(group.group_id, group_epoch))
+        return targets
+
+    # ================================================================== leaving and fencing
+
+    def _leave(self, request) -> Result:
+        group = self._group(request.group_id, create=False)
+        member = group.members.get(request.member_id)
+        raise_if(member is None, Errors.UNKNOWN_MEMBER_ID,
+                 f"Member {request.member_id} is not a member of group {group.group_id}.")
+        return self._fence(group, member, ShareGroupHeartbeatResponse(member_id=member.member_id,
+                                                                      member_epoch=LEAVE_GROUP_MEMBER_EPOCH))
+
+    def _fence(self, group: ShareGroup, member, response=None) -> Result:
+        """Remove a member: tombstones for its records, then a group epoch bump so that its
+        partitions are reassigned."""
+        gid, mid = group.group_id, member.member_id
+        records = [R.share_group_current_assignment_tombstone(gid, mid),
+                   R.share_group_target_assignment_tombstone(gid, mid),
+                   R.share_group_member_subscription_tombstone(gid, mid)]
+        # before the first update_topics (a session timer after a load) the group keeps its
+        # hash; update_topics sets it right
+        new_hash = (group.metadata_hash if self.topics is None
+                    else metadata_hash(group.subscribed_topic_counts_with(member, None), self.topics))
+        records.append(R.share_group_epoch_record(gid, group.group_epoch + 1, new_hash))
+        self.timer.cancel(session_timeout_key(gid, mid))
+        return Result(records, response)
+
+    def _schedule_session_timeout(self, group_id: str, member_id: str, now_ms: int) -> None:
+        def expire(_now_ms: int) -> Result:
+            group = self._live_group(group_id)
+            member = group.members.get(member_id) if group is not None else None
+            return self._fence(group, member) if member is not None else Result()
+        timeout = self.configs.value(group_id, "share.session.timeout.ms")
+        self.timer.schedule(session_timeout_key(group_id, member_id), now_ms + timeout, expire)
+
+    # ================================================================== state initialisation
+
+    def _initialize(self, group: ShareGroup, counts: Mapping[str, int], group_epoch: int, now_ms: int,
+                    records: list) -> None:
+        """Write the subscribed partitions that have no share-group state yet as
+        initialising (Kafka's maybeCreateInitializeShareGroupStateRequest)."""
+        initializing = group.initializing
+        added = []
+        for name in sorted(counts):
+            topic_id = self.topic_ids.get(name)
+            if topic_id is None or name not in self.topics:
+                continue
+            new = [p for p in range(self.topics[name])
+                   if group.init_state(topic_id, p) is InitState.UNINITIALIZED]
+            if new:
+                _transition(group, topic_id, new, InitState.INITIALIZING)
+                initializing = _with(initializing, topic_id, name, new, now_ms)
+                added.append(topic_id)
+        if not added:
+            return
+        records.append(R.share_group_state_partition_metadata_record(group.group_id, initializing, group.initialized,
+                                                                     group.deleting))
+        self._pending.update((group.group_id, tid) for tid in added)
+        self._schedule_retry_at(group.group_id, now_ms + self.retry_interval_ms)
+
+    def pending_share_initializations(self) -> list[PendingShareInitialization]:
+        """What the share coordinator must now initialise (InitializeShareGroupState with
+        start offset -1 and the group epoch as state epoch), each listed once: the owner
+        calls this after its writes complete and reports each outcome back."""
+        out = []
+        for group_id, topic_id in sorted(self._pending):
+            group = self._live_group(group_id)
+            entry = group.initializing.get(topic_id) if group is not None else None
+            if entry is not None:
+                out.append(PendingShareInitialization(group_id, topic_id, entry[0], tuple(sorted(entry[1])),
+                                                      group.group_epoch))
+        self._pending.clear()
+        return out
+
+    def share_group_initialized(self, group_id: str, topic_id: str, partitions, now_ms: int) -> Result:
+        """The share coordinator initialised these partitions: they become assignable, and
+        the group epoch moves on so that the next heartbeat assigns them. Partitions no
+        longer initialising (a late answer) are ignored."""
+        group = self._group(group_id, create=False)
+        entry = group.initializing.get(topic_id)
+        done = sorted(frozenset(partitions) & entry[1]) if entry is not None else []
+        if not done:
+            return Result()
+        _transition(group, topic_id, done, InitState.INITIALIZED)
+        initializing = _without(group.initializing, topic_id, done)
+        initialized = _with(group.initialized, topic_id, entry[0], done, -1)
+        if topic_id not in initializing:
+            self._pending.discard((group_id, topic_id))
+        return Result([R.share_group_state_partition_metadata_record(group_id, initializing, initialized,
+                                                                     group.deleting),
+                       R.share_group_epoch_record(group_id, group.group_epoch + 1, group.metadata_hash)])
+
+    def share_group_initialize_failed(self, group_id: str, topic_id: str, partitions, now_ms: int) -> Result:
+        """The share coordinator could not initialise these partitions: they stay
+        initialising and are asked for again a full retry interval from now."""
+        group = self._group(group_id, create=False)
+        entry = group.initializing.get(topic_id)
+        failed = sorted(frozenset(partitions) & entry[1]) if entry is not None else []
+        if not failed:
+            return Result()
+        _transition(group, topic_id, failed, InitState.INITIALIZING)
+        initializing = dict(group.initializing)
+        initializing[topic_id] = (entry[0], entry[1], now_ms)
+        self._schedule_retry(group, now_ms, initializing)
+        return Result([R.share_group_state_partition_metadata_record(group_id, initializing, group.initialized,
+                                                                     group.deleting)])
+
+    def _schedule_retry(self, group: ShareGroup, now_ms: int, initializing: TopicStates | None = None) -> None:
+        states = group.initializing if initializing is None else initializing
+        if states:
+            self._schedule_retry_at(group.group_id, min(ts for _, _, ts in states.values()) + self.retry_interval_ms)
+
+    def _schedule_retry_at(self, group_id: str, deadline_ms: int) -> None:
+        self.timer.schedule(share_initialize_retry_key(group_id), deadline_ms,
+                            lambda now_ms: self._retry_initializations(group_id, now_ms))
+
+    def _retry_initializations(self, group_id: str, now_ms: int) -> Result:
+        """Partitions initialising for a retry interval or more are asked for again."""
+        group = self._live_group(group_id)
+        if group is None or not group.initializing:
+            return Result()
+        due = sorted(tid for tid, (_, _, ts) in group.initializing.items() if ts + self.retry_interval_ms <= now_ms)
+        initializing = dict(group.initializing)
+        for tid in due:
+            name, ps, _ = initializing[tid]
+            _transition(group, tid, ps, InitState.INITIALIZING)
+            initializing[tid] = (name, ps, now_ms)
+        self._schedule_retry(group, now_ms, initializing)
+        if not due:
+            return Result()
+        self._pending.update((group_id, tid) for tid in due)
+        return Result([R.share_group_state_partition_metadata_record(group_id, initializing, group.initialized,
+                                                                     group.deleting)])
+
+    # ================================================================== topic metadata
+
+    def update_topics(self, topics: Mapping[str, int], topic_ids: Mapping[str, str] | None, now_ms: int) -> Result:
+        """New topic metadata: groups whose subscribed topics' metadata hash changed move to
+        a new epoch; state kept for topics that no longer exist under that id is dropped.
+        `topic_ids` maps names to topic ids (a topic without one is known by its name)."""
+        self.topics = dict(topics)
+        self.topic_ids = {name: (topic_ids or {}).get(name, name) for name in topics}
+        live_ids = set(self.topic_ids.values())
+        records: list = []
+        for group in self._share_groups():
+            gid = group.group_id
+            gone = sorted((set(group.initializing) | set(group.initialized)) - live_ids)
+            if gone:
+                initializing, initialized = dict(group.initializing), dict(group.initialized)
+                for tid in gone:
+                    for states in (initializing, initialized):
+                        if tid in states:
+                            _transition(group, tid, states[tid][1], InitState.UNINITIALIZED)
+                            del states[tid]
+                    self._pending.discard((gid, tid))
+                records.append(R.share_group_state_partition_metadata_record(gid, initializing, initialized,
+                                                                             group.deleting))
+            new_hash = metadata_hash(group.subscribed_topic_counts, self.topics)
+            if new_hash != group.metadata_hash or gone:
+                records.append(R.share_group_epoch_record(gid, group.group_epoch + 1, new_hash))
+        return Result(records)
+
+    # ================================================================== ShareGroupDescribe
+
+    def share_group_describe(self, group_ids) -> list[ShareGroupDescribeResponseDescribedGroup]:
+        out = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None or group.type != "share":
+                message = (f"Group {group_id} not found." if group is None
+                           else f"Group {group_id} is not a share group.")
+                out.append(ShareGroupDescribeResponseDescribedGroup(
+                    group_id, Errors.GROUP_ID_NOT_FOUND.code, message, group_state=str(ShareGroupState.DEAD)))
+                continue
+            members = tuple(ShareGroupDescribeResponseMember(
+                m.member_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
+                tuple(sorted(m.subscribed_topic_names)), ShareGroupDescribeResponseAssignment(tuple(
+                    ShareGroupDescribeResponseTopicPartitions(t, tuple(sorted(ps)))
+                    for t, ps in sorted(m.assigned_partitions.items()))))
+                for _, m in sorted(group.members.items()))
+            out.append(ShareGroupDescribeResponseDescribedGroup(
+                group_id, group_state=str(group.state), group_epoch=group.group_epoch,
+                assignment_epoch=group.assignment_epoch, assignor_name="simple", members=members))
+        return out
+
+    # ================================================================== replay
+
+    def _replay_group(self, group_id: str, create: bool) -> ShareGroup | None:
+        group = self.groups.get(group_id)
+        if group is None:
+            if not create:
+                return None
+            group = self.groups[group_id] = ShareGroup(group_id)
+        elif group.type != "share":
+            raise ValueError(f"group {group_id} is a {group.type} group, not a share group")
+        return group
+
+    def _replay_metadata(self, offset: int, key, value) -> None:
+        group = self._replay_group(key.group_id, value is not None)
+        if group is None:
+            return
+        if value is None:
+            if group.members:
+                raise ValueError(f"tombstone for share group {key.group_id} that has members")
+            del self.groups[key.group_id]
+            return
+        group.group_epoch = value.epoch
+        group.metadata_hash = value.metadata_hash
+
+    def _replay_member(self, offset: int, key, value) -> None:
+        group = self._replay_group(key.group_id, value is not None)
+        if group is None:
+            return
+        if value is None:
+            group.apply_member_removed(key.member_id)
+            return
+        base = group.members.get(key.member_id) or ShareGroupMember(key.member_id)
+        group.apply_member(dataclasses.replace(
+            base, rack_id=value.rack_id, client_id=value.client_id, client_host=value.client_host,
+            subscribed_topic_names=frozenset(value.subscribed_topic_names)))
+
+    def _replay_target_epoch(self, offset: int, key, value) -> None:
+        group = self._replay_group(key.group_id, value is not None)
+        if group is not None:
+            group.assignment_epoch = -1 if value is None else value.assignment_epoch
+
+    def _replay_target_member(self, offset: int, key, value) -> None:
+        group = self._replay_group(key.group_id, value is not None)
+        if group is None:
+            return
+        if value is None:
+            group.target_assignment.pop(key.member_id, None)
+        else:
+            group.target_assignment[key.member_id] = _assignment_from(value.topic_partitions)
+
+    def _replay_current_assignment(self, offset: int, key, value) -> None:
+        group = self._replay_group(key.group_id, value is not None)
+        if group is None:
+            return
+        base = group.members.get(key.member_id)
+        if value is None:
+            if base is not None:
+                group.apply_current_assignment(dataclasses.replace(
+                    base, member_epoch=LEAVE_GROUP_MEMBER_EPOCH, previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
+                    assigned_partitions={}))
+            return
+        group.apply_current_assignment(dataclasses.replace(
+            base or ShareGroupMember(key.member_id), member_epoch=value.member_epoch,
+            previous_member_epoch=value.previous_member_epoch, state=MemberState.from_value(value.state),
+            assigned_partitions=_assignment_from(value.assigned_partitions)))
+
+    def _replay_state_metadata(self, offset: int, key, value) -> None:
+        group = self._replay_group(key.group_id, value is not None)
+        if group is None:
+            return
+        if value is None:
+            group.initializing, group.initialized, group.deleting = {}, {}, {}
+            group.has_state_metadata = False
+            return
+        group.initializing = _states_from(value.initializing_topics)
+        group.initialized = _states_from(value.initialized_topics)
+        group.deleting = {t.topic_id: t.topic_name for t in value.deleting_topics}
+        group.has_state_metadata = True
+
+
+def _raise_if_epoch_invalid(member: ShareGroupMember, epoch: int) -> None:
+    """A member heartbeats with its current epoch, or with the one before it when the
+    response that bumped it was lost."""
+    if epoch > member.member_epoch or (epoch < member.member_epoch and epoch != member.previous_member_epoch):
+        raise KafkaError(Errors.FENCED_MEMBER_EPOCH,
+                         f"The share group member has a {'greater' if epoch > member.member_epoch else 'smaller'} "
+                         f"member epoch ({epoch}) than the one known by the group coordinator "
+                         f"({member.member_epoch}). The member must abandon all its partitions and rejoin.")
+
+
+def _updated_member(member: ShareGroupMember, request, client_id: str, client_host: str) -> ShareGroupMember:
+    """The member with what the heartbeat sent; the same object when nothing changed."""
+    changes = {}
+    if request.rack_id is not None and request.rack_id != member.rack_id:
+        changes["rack_id"] = request.rack_id
+    if request.subscribed_topic_names is not None:
+        names = frozenset(request.subscribed_topic_names)
+        if names != member.subscribed_topic_names:
+            changes["subscribed_topic_names"] = names
+    if client_id != member.client_id:
+        changes["client_id"] = client_id
+    if client_host != member.client_host:
+        changes["client_host"] = client_host
+    return dataclasses.replace(member, **changes) if changes else member
+
+
+def _response_assignment(member: ShareGroupMember) -> ShareGroupHeartbeatResponseAssignment:
+    return ShareGroupHeartbeatResponseAssignment(tuple(
+        ShareGroupHeartbeatResponseTopicPartitions(t, tuple(sorted(ps)))
+        for t, ps in sorted(member.assigned_partitions.items())))

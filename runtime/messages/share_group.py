@@ -1,0 +1,101 @@
+"""Share group messages (KIP-932): ShareGroupHeartbeat and ShareGroupDescribe, as in Kafka's
+message JSON schemas (latest versions), with Kafka's defaults.
+
+As in the consumer group messages, topic partitions are named by `topic_name` where Kafka
+carries a topic id: the group coordinator knows topics by name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponseTopicPartitions",
+    "ShareGroupHeartbeatResponseAssignment", "ShareGroupHeartbeatResponse",
+    "ShareGroupDescribeRequest", "ShareGroupDescribeResponseTopicPartitions",
+    "ShareGroupDescribeResponseAssignment", "ShareGroupDescribeResponseMember",
+    "ShareGroupDescribeResponseDescribedGroup", "ShareGroupDescribeResponse",
+]
+
+
+# ---------------------------------------------------------------------- ShareGroupHeartbeat
+
+@dataclass(frozen=True)
+class ShareGroupHeartbeatRequest:
+    """`subscribed_topic_names` is None when unchanged since the last heartbeat; a joining
+    member (epoch 0) must send it. A joining member without an id gets one."""
+    group_id: str
+    member_id: str = ""
+    member_epoch: int = 0
+    rack_id: str | None = None
+    subscribed_topic_names: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ShareGroupHeartbeatResponseTopicPartitions:
+    topic_name: str
+    partitions: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShareGroupHeartbeatResponseAssignment:
+    topic_partitions: tuple[ShareGroupHeartbeatResponseTopicPartitions, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShareGroupHeartbeatResponse:
+    error_code: int = 0
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: ShareGroupHeartbeatResponseAssignment | None = None
+    throttle_time_ms: int = 0
+
+
+# ---------------------------------------------------------------------- ShareGroupDescribe
+
+@dataclass(frozen=True)
+class ShareGroupDescribeRequest:
+    group_ids: tuple[str, ...] = ()
+    include_authorized_operations: bool = False
+
+
+@dataclass(frozen=True)
+class ShareGroupDescribeResponseTopicPartitions:
+    topic_name: str
+    partitions: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShareGroupDescribeResponseAssignment:
+    topic_partitions: tuple[ShareGroupDescribeResponseTopicPartitions, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShareGroupDescribeResponseMember:
+    member_id: str
+    rack_id: str | None = None
+    member_epoch: int = 0
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    assignment: ShareGroupDescribeResponseAssignment = ShareGroupDescribeResponseAssignment()
+
+
+@dataclass(frozen=True)
+class ShareGroupDescribeResponseDescribedGroup:
+    group_id: str
+    error_code: int = 0
+    error_message: str | None = None
+    group_state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[ShareGroupDescribeResponseMember, ...] = ()
+    authorized_operations: int = -2147483648
+
+
+@dataclass(frozen=True)
+class ShareGroupDescribeResponse:
+    groups: tuple[ShareGroupDescribeResponseDescribedGroup, ...] = ()
+    throttle_time_ms: int = 0
