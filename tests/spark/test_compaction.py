@@ -216,14 +216,6 @@ def test_corrupt_segment_is_named_and_nothing_changes(spark, tmp_path):
     assert not any(n.endswith(".tmp") or n.endswith(".compacted.log") for n in os.listdir(directory))
 
 
-def test_a_log_without_closed_segments_has_nothing_to_do(tmp_path):
-    h = ShardHarness(str(tmp_path / LOG), LedgerShard, name=LOG, now_ms=T0)
-    h.call(lambda s, now: s.set_balances({"a": 1}))
-    result = compact_log(None, str(tmp_path / LOG))
-    assert (result.status, result.reason) == ("nothing to do", "no closed segments")
-    assert str(result) == f"{LOG}: nothing to do (no closed segments)"
-
-
 def test_a_log_of_expired_tombstones_compacts_to_nothing(spark, tmp_path):
     h = ShardHarness(str(tmp_path / LOG), LedgerShard, name=LOG, now_ms=T0)
     h.call(lambda s, now: s.set_balances({"a": 1, "b": 2}))
