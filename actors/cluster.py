@@ -37,6 +37,8 @@ COORDINATORS: list[tuple[str, Any, str]] = [
     ("actors.group_coordinator.GroupCoordinatorActor", naming.group_coordinator, "offsets.topic.num.partitions"),
     ("actors.transaction_coordinator.TransactionCoordinatorActor", naming.transaction_coordinator,
      "transaction.state.log.num.partitions"),
+    ("actors.share_coordinator.ShareCoordinatorActor", naming.share_coordinator,
+     "share.coordinator.state.topic.num.partitions"),
 ]
 
 
@@ -93,7 +95,9 @@ class Cluster:
         """Start Ray if needed and deploy every actor, owned by this driver."""
         owns_ray = not ray.is_initialized()
         if owns_ray:
-            ray.init(logging_level=logging.WARNING, include_dashboard=False,
+            # "local": always an embedded instance, never a stale `ray start` address
+            # that /tmp/ray/ray_current_cluster may still name.
+            ray.init(address="local", logging_level=logging.WARNING, include_dashboard=False,
                      runtime_env={"env_vars": {"RAY_DEDUP_LOGS": "1"}})
         owns_data_dir = data_dir is None
         data_dir = os.path.abspath(data_dir or tempfile.mkdtemp(prefix="shoal-"))
@@ -231,6 +235,13 @@ class Cluster:
         partition = self.coordinator_partition(group_id, "offsets.topic.num.partitions")
         return self._actor(naming.group_coordinator(partition))
 
+    def share_coordinator(self, group_id: str, topic: str, partition: int) -> Any:
+        """The share coordinator actor that keeps the state of `group_id` on the topic partition."""
+        from runtime.share.coordinator import state_partition_for
+        topic_id = self.describe_topic(topic).topic_id
+        count = int(self.config["share.coordinator.state.topic.num.partitions"])
+        return self._actor(naming.share_coordinator(state_partition_for(group_id, topic_id, partition, count)))
+
     # ------------------------------------------------------------------ topics
 
     def create_topic(self, name: str, partitions: int = 1, config: dict | None = None) -> TopicDescription:
@@ -305,6 +316,12 @@ class Cluster:
         """kafka-python's KafkaConsumer over a client actor; `group_protocol="classic"`."""
         from .consumer import Consumer
         return Consumer(self, group_id=group_id, **config)
+
+    def share_consumer(self, group_id: str, **config) -> "ShareConsumer":
+        """confluent-kafka's ShareConsumer over a client actor; `share_acknowledgement_mode`
+        is "implicit" (default) or "explicit"."""
+        from .share_consumer import ShareConsumer
+        return ShareConsumer(self, group_id, **config)
 
     # ------------------------------------------------------------------ status and shutdown
 

@@ -16,7 +16,7 @@ def ray_session():
     import ray
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
                  runtime_env={"env_vars": {"PYTHONPATH": ROOT}})
     yield ray
     ray.shutdown()
