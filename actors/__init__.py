@@ -5,9 +5,10 @@ from runtime.errors import Errors, KafkaError
 from .cluster import Cluster, DeploymentNotFound, TopicDescription
 from .consumer import CommitFailedError, Consumer, NoOffsetForPartitionError
 from .producer import FutureRecordMetadata, Producer, RecordMetadata
+from .share_consumer import AcknowledgeType, ShareConsumer
 from .types import ConsumerRebalanceListener, ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 __all__ = ["Cluster", "DeploymentNotFound", "TopicDescription", "Producer", "RecordMetadata",
            "FutureRecordMetadata", "Errors", "KafkaError", "Consumer", "CommitFailedError",
            "NoOffsetForPartitionError", "ConsumerRebalanceListener", "ConsumerRecord", "OffsetAndMetadata",
-           "TopicPartition"]
+           "TopicPartition", "AcknowledgeType", "ShareConsumer"]

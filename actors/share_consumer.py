@@ -1,0 +1,486 @@
+"""The share consumer (KIP-932): confluent-kafka's ShareConsumer API, plus what it lacks, over
+a client actor.
+
+The facade (`ShareConsumer`) keeps what the user holds: the records of the last poll and the
+acknowledgements made since, and sends them with the next poll or commit in one Ray call. The
+client actor (`ShareConsumerActor`) keeps one share fetch in flight per partition, each
+carrying that partition's acknowledgements, against the SharePartition actors (created on
+first use), and buffers what they return. Acknowledgements for a partition whose fetch is
+still waiting go out on their own (ShareAcknowledge).
+
+Until the group coordinator serves ShareGroupHeartbeat, every member fetches from every
+partition of its subscription (share groups allow many members per partition); `close()`
+asks each SharePartition to release what the member still holds, as a leave does in Kafka.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import ray
+
+from runtime.errors import Errors, KafkaError
+from runtime.messages.share import (AcknowledgementBatch, AcknowledgePartition, AcknowledgeTopic, AcknowledgeType,
+                                    ShareAcknowledgeRequest, ShareFetchRequest, ShareFetchRequestPartition,
+                                    ShareFetchRequestTopic)
+from runtime.messages.topics import MetadataRequest
+from runtime.topics.data import decode_entries
+
+from . import naming
+from .client import ClientActor, ClientFacade
+from .errors import to_kafka_error
+from .types import ConsumerRecord, TopicPartition
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ShareConsumer", "ShareConsumerActor", "AcknowledgeType", "DEFAULT_CONFIG"]
+
+DEFAULT_CONFIG: dict = {
+    "client_id": None,
+    "share_acknowledgement_mode": "implicit",
+    "max_poll_records": 500,
+    "fetch_max_wait_ms": 500,
+    "fetch_min_bytes": 1,
+    "max_partition_fetch_bytes": 1048576 * 8,
+    "request_timeout_ms": 30000,
+    "key_deserializer": None,
+    "value_deserializer": None,
+}
+
+# The acknowledge types a user may give (GAP is the client's own, for offsets with no record).
+_USER_TYPES = frozenset({AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT,
+                         AcknowledgeType.RENEW})
+
+
+@dataclass(frozen=True)
+class AckResult:
+    """The outcome of the acknowledgements sent for one partition."""
+    partition: TopicPartition
+    offsets: tuple[int, ...]
+    error: KafkaError | None
+    renewed: bool = False  # the acknowledgements held a RENEW
+
+
+@dataclass(frozen=True)
+class PollResult:
+    records: list
+    results: list  # AckResult
+    lock_timeout_ms: int
+
+
+def ack_batches(acks: dict[int, int]) -> tuple[AcknowledgementBatch, ...]:
+    """{offset: type} as acknowledgement batches: contiguous runs, one type when they agree."""
+    out = []
+    run: list[tuple[int, int]] = []
+    for offset in sorted(acks):
+        if run and offset != run[-1][0] + 1:
+            out.append(_batch(run))
+            run = []
+        run.append((offset, int(acks[offset])))
+    if run:
+        out.append(_batch(run))
+    return tuple(out)
+
+
+def _batch(run: list[tuple[int, int]]) -> AcknowledgementBatch:
+    types = tuple(t for _, t in run)
+    return AcknowledgementBatch(run[0][0], run[-1][0], types[:1] if len(set(types)) == 1 else types)
+
+
+class _Partition:
+    def __init__(self, topic: str, topic_id: str, partition: int) -> None:
+        self.tp = TopicPartition(topic, partition)
+        self.topic_id = topic_id
+        self.fetch: asyncio.Task | None = None
+        self.gaps: dict[int, int] = {}  # acquired offsets that held no record: acknowledged as GAP
+
+
+class ShareConsumerActor(ClientActor):
+    def __init__(self, namespace: str, config: dict, client_id: str, group_id: str, member_id: str,
+                 settings: dict, detached: bool) -> None:
+        super().__init__(namespace, config, client_id)
+        self.group_id = group_id
+        self.member_id = member_id
+        self.s = settings
+        self.detached = detached
+        self.partitions: dict[TopicPartition, _Partition] = {}
+        self._buffer: deque = deque()
+        self._results: list[AckResult] = []
+        self._arrived: asyncio.Event | None = None
+        self.lock_timeout_ms = -1
+
+    # ------------------------------------------------------------------ subscription
+
+    async def subscribe(self, topics: list[str]) -> None:
+        response = await self._call(naming.CONTROLLER, "metadata", MetadataRequest(tuple(topics)))
+        wanted = {}
+        for t in response.topics:
+            if t.error_code:
+                raise KafkaError(Errors.for_code(t.error_code), f"topic {t.name!r}")
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                wanted[tp] = self.partitions.get(tp) or _Partition(t.name, t.topic_id, p.partition_index)
+        for tp in set(self.partitions) - set(wanted):
+            await self._release(self.partitions[tp])
+        self.partitions = wanted
+        for part in wanted.values():
+            self._ensure_share_partition(part)
+
+    def _sp_name(self, part: _Partition) -> str:
+        return naming.share_partition(self.group_id, part.tp.topic, part.tp.partition)
+
+    def _ensure_share_partition(self, part: _Partition) -> None:
+        """Create the SharePartition actor if nobody has (Kafka makes it on the first fetch)."""
+        from .cluster import _remote
+        from .share_partition import SharePartitionActor
+        name = self._sp_name(part)
+        if name not in self._handles:
+            self._handles[name] = _remote(SharePartitionActor, name, self.namespace, self.detached,
+                                          self.cluster_config).remote(
+                self.namespace, self.group_id, part.tp.topic, part.topic_id, part.tp.partition, self.cluster_config)
+
+    # ------------------------------------------------------------------ poll and acknowledge
+
+    async def poll(self, acks: dict, timeout_ms: int, max_records: int | None) -> PollResult:
+        """Send `acks` ({TopicPartition: {offset: type}}), then return buffered or newly fetched
+        records. Acknowledgements holding a RENEW are answered in this result."""
+        if self._arrived is None:
+            self._arrived = asyncio.Event()
+        renew_parts = {tp for tp, a in acks.items() if AcknowledgeType.RENEW in a.values()}
+        renewals = [self._acknowledge(tp, acks.pop(tp)) for tp in renew_parts]
+        for tp, a in acks.items():
+            part = self.partitions.get(tp)
+            if part is None or part.fetch is not None:
+                self._spawn(self._acknowledge_later(tp, a))
+            else:
+                self._start_fetch(part, a, timeout_ms)
+        for part in self.partitions.values():
+            if part.fetch is None:
+                self._start_fetch(part, {}, timeout_ms)
+        renewed = list(await asyncio.gather(*renewals))
+        deadline = time.monotonic() + timeout_ms / 1000
+        while not self._buffer and not renewed:
+            self._arrived.clear()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(self._arrived.wait(), remaining)
+            except asyncio.TimeoutError:
+                break
+            for part in self.partitions.values():
+                if part.fetch is None:
+                    self._start_fetch(part, {}, max(int((deadline - time.monotonic()) * 1000), 0))
+        records = []
+        limit = max_records or self.s["max_poll_records"]
+        while self._buffer and len(records) < limit:
+            records.append(self._buffer.popleft())
+        results, self._results = renewed + self._results, []
+        return PollResult(records, results, self.lock_timeout_ms)
+
+    def _start_fetch(self, part: _Partition, acks: dict, wait_ms: int) -> None:
+        acks = {**part.gaps, **acks}
+        part.gaps = {}
+        part.fetch = self._spawn(self._fetch(part, acks, min(wait_ms, self.s["fetch_max_wait_ms"])))
+
+    async def _fetch(self, part: _Partition, acks: dict, wait_ms: int) -> None:
+        request = ShareFetchRequest(
+            self.group_id, self.member_id, max_wait_ms=wait_ms, min_bytes=self.s["fetch_min_bytes"],
+            max_bytes=self.s["max_partition_fetch_bytes"], max_records=self.s["max_poll_records"],
+            batch_size=self.s["max_poll_records"],
+            topics=(ShareFetchRequestTopic(part.topic_id, (ShareFetchRequestPartition(
+                part.tp.partition, ack_batches(acks)),)),))
+        try:
+            response = await self._call(self._sp_name(part), "share_fetch", request,
+                                        timeout_s=wait_ms / 1000 + self.s["request_timeout_ms"] / 1000)
+            (result,) = response.responses[0].partitions
+            if acks:
+                self._results.append(AckResult(part.tp, tuple(sorted(acks)), _error(
+                    result.acknowledge_error_code, result.acknowledge_error_message)))
+            if result.error_code:
+                log.info("%s: share fetch of %s: %s", self.client_id, part.tp, Errors.for_code(result.error_code))
+            else:
+                self.lock_timeout_ms = response.acquisition_lock_timeout_ms
+                self._take(part, result)
+        except KafkaError as e:
+            if acks:
+                self._results.append(AckResult(part.tp, tuple(sorted(acks)), e))
+        finally:
+            part.fetch = None
+            if self._arrived is not None:
+                self._arrived.set()
+
+    def _take(self, part: _Partition, result) -> None:
+        """Buffer the acquired records with their delivery counts; offsets acquired without a
+        record (control batches, compacted offsets) are acknowledged as GAP with the next send."""
+        if not result.acquired_records:
+            return
+        data = {}
+        for batch in result.records or ():
+            for r in decode_entries(batch.records, batch.base_offset):
+                data[r.offset] = r
+        tp = part.tp
+        for acquired in result.acquired_records:
+            for offset in range(acquired.first_offset, acquired.last_offset + 1):
+                r = data.get(offset)
+                if r is None:
+                    part.gaps[offset] = AcknowledgeType.GAP
+                else:
+                    self._buffer.append(ConsumerRecord(tp.topic, tp.partition, offset, r.timestamp, r.key, r.value,
+                                                       r.headers, acquired.delivery_count))
+
+    async def _acknowledge(self, tp: TopicPartition, acks: dict) -> AckResult:
+        part = self.partitions.get(tp)
+        renewed = AcknowledgeType.RENEW in acks.values()
+        if part is None:
+            return AckResult(tp, tuple(sorted(acks)), KafkaError(
+                Errors.UNKNOWN_TOPIC_OR_PARTITION, f"{tp} is not in the subscription"), renewed)
+        acks = {**part.gaps, **acks}
+        part.gaps = {}
+        request = ShareAcknowledgeRequest(self.group_id, self.member_id, topics=(AcknowledgeTopic(
+            part.topic_id, (AcknowledgePartition(tp.partition, ack_batches(acks)),)),))
+        try:
+            response = await self._call(self._sp_name(part), "share_acknowledge", request,
+                                        timeout_s=self.s["request_timeout_ms"] / 1000)
+            (result,) = response.responses[0].partitions
+            error = _error(result.error_code, result.error_message)
+        except KafkaError as e:
+            error = e
+        return AckResult(tp, tuple(sorted(acks)), error, renewed)
+
+    async def _acknowledge_later(self, tp: TopicPartition, acks: dict) -> None:
+        self._results.append(await self._acknowledge(tp, acks))
+        if self._arrived is not None:
+            self._arrived.set()
+
+    async def commit(self, acks: dict) -> list[AckResult]:
+        """Send `acks` now, each partition on its own, and return their results together with
+        those of earlier sends that came back meanwhile."""
+        sent = await asyncio.gather(*(self._acknowledge(tp, a) for tp, a in acks.items()))
+        results, self._results = self._results + list(sent), []
+        return results
+
+    # ------------------------------------------------------------------ leaving
+
+    async def _release(self, part: _Partition) -> None:
+        if part.fetch is not None:
+            await asyncio.gather(part.fetch, return_exceptions=True)
+        try:
+            await self._call(self._sp_name(part), "release_member", self.member_id, timeout_s=10)
+        except KafkaError as e:
+            log.info("%s: releasing %s: %s", self.client_id, part.tp, e)
+
+    async def close(self, acks: dict) -> list[AckResult]:
+        """Send the last acknowledgements, wait for the fetches under way, then have every
+        SharePartition release what this member still holds (buffered records included)."""
+        results = await self.commit(acks)
+        await asyncio.gather(*(self._release(p) for p in self.partitions.values()))
+        self._buffer.clear()
+        await self._stop_tasks()
+        return results + self._results
+
+    async def state(self) -> dict:
+        return {"member_id": self.member_id, "partitions": sorted(self.partitions), "buffered": len(self._buffer)}
+
+
+def _error(code: int, message: str | None) -> KafkaError | None:
+    return KafkaError(Errors.for_code(code), message) if code else None
+
+
+class ShareConsumer(ClientFacade):
+    """`cluster.share_consumer(group_id, share_acknowledgement_mode="implicit", **config)`.
+
+    In implicit mode the records of a poll are accepted by the next poll, commit or close. In
+    explicit mode every record must be acknowledged before the next poll. RENEW keeps a record
+    (its lock starts again) and the next poll returns it again."""
+
+    def __init__(self, cluster, group_id: str, **config) -> None:
+        unknown = set(config) - set(DEFAULT_CONFIG)
+        if unknown:
+            raise TypeError(f"unknown share consumer settings: {sorted(unknown)}")
+        settings = {**DEFAULT_CONFIG, **config}
+        mode = settings["share_acknowledgement_mode"]
+        if mode not in ("implicit", "explicit"):
+            raise KafkaError(Errors.INVALID_CONFIG, f"share_acknowledgement_mode must be implicit or explicit, not {mode!r}")
+        self._explicit = mode == "explicit"
+        self._key_deserializer = settings.pop("key_deserializer")
+        self._value_deserializer = settings.pop("value_deserializer")
+        client_id = settings["client_id"] or f"share-consumer-{group_id}-{uuid.uuid4().hex[:8]}"
+        settings["client_id"] = client_id
+        self.group_id = group_id
+        self.member_id = f"{client_id}-{uuid.uuid4()}"
+        self.config = settings
+        self._in_hand: dict[tuple, ConsumerRecord] = {}  # delivered by the last poll, not acknowledged
+        self._acks: dict[TopicPartition, dict[int, int]] = {}
+        self._renewing: dict[tuple, ConsumerRecord] = {}
+        self._callback: Callable | None = None
+        self._async_commits: list = []
+        self._lock_timeout_ms = -1
+        self._closed = False
+        super().__init__(cluster, "share-consumer", ShareConsumerActor, client_id, group_id, self.member_id,
+                         settings, cluster.detached)
+
+    def subscribe(self, topics) -> None:
+        if isinstance(topics, str):
+            topics = [topics]
+        self._call("subscribe", list(topics))
+
+    # ------------------------------------------------------------------ acknowledging
+
+    def acknowledge(self, record: ConsumerRecord, ack_type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
+        """Acknowledge a record of the last poll; it is sent with the next poll or commit."""
+        ack_type = _user_type(ack_type)
+        key = (record.topic, record.partition, record.offset)
+        if key not in self._in_hand:
+            done = record.offset in self._acks.get(TopicPartition(record.topic, record.partition), {})
+            raise KafkaError(Errors.INVALID_RECORD_STATE,
+                             f"{record.topic}-{record.partition}@{record.offset} was "
+                             + ("already acknowledged" if done else "not delivered by the last poll"))
+        self._queue(key, ack_type)
+
+    def acknowledge_offset(self, topic: str, partition: int, offset: int,
+                           ack_type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
+        """Acknowledge by coordinates. An offset this consumer does not hold is still sent: the
+        SharePartition judges it, and the outcome is in commit_sync's result (or the callback)."""
+        ack_type = _user_type(ack_type)
+        key = (topic, partition, offset)
+        if key in self._in_hand:
+            self._queue(key, ack_type)
+        else:
+            self._acks.setdefault(TopicPartition(topic, partition), {})[offset] = ack_type
+
+    def _queue(self, key: tuple, ack_type: AcknowledgeType) -> None:
+        record = self._in_hand.pop(key)
+        self._acks.setdefault(TopicPartition(key[0], key[1]), {})[key[2]] = ack_type
+        if ack_type == AcknowledgeType.RENEW:
+            self._renewing[key] = record
+
+    def _take_acks(self) -> dict:
+        if not self._explicit:
+            for key in list(self._in_hand):
+                self._queue(key, AcknowledgeType.ACCEPT)
+        acks, self._acks = self._acks, {}
+        return acks
+
+    # ------------------------------------------------------------------ polling
+
+    def poll(self, timeout: float = 0.0) -> list[ConsumerRecord]:
+        """Records acquired for this member, each with its delivery_count (`timeout` in seconds)."""
+        self._require_open()
+        if self._explicit and self._in_hand:
+            raise KafkaError(Errors.INVALID_RECORD_STATE,
+                             f"{len(self._in_hand)} records of the last poll are not acknowledged "
+                             "(share_acknowledgement_mode=explicit)")
+        self._finish_async_commits()
+        timeout_ms = max(int(timeout * 1000), 0)
+        result: PollResult = self._call("poll", self._take_acks(), timeout_ms, None,
+                                        timeout_s=timeout_ms / 1000 + 60)
+        self._lock_timeout_ms = result.lock_timeout_ms
+        again = self._settle(result.results)
+        records = again + [self._deserialize(r) for r in result.records]
+        self._in_hand = {(r.topic, r.partition, r.offset): r for r in records}
+        return records
+
+    def _settle(self, results: list[AckResult]) -> list[ConsumerRecord]:
+        """Run the callback for each result; the renewed records to hand out again."""
+        again = []
+        for result in results:
+            if result.renewed:
+                tp = result.partition
+                for offset in result.offsets:
+                    record = self._renewing.pop((tp.topic, tp.partition, offset), None)
+                    if record is not None and result.error is None:
+                        again.append(record)
+            if self._callback is not None:
+                self._callback({result.partition: set(result.offsets)}, result.error)
+        return again
+
+    def _deserialize(self, r: ConsumerRecord) -> ConsumerRecord:
+        kd, vd = self._key_deserializer, self._value_deserializer
+        if kd is None and vd is None:
+            return r
+        return r._replace(key=kd(r.key) if kd and r.key is not None else r.key,
+                          value=vd(r.value) if vd and r.value is not None else r.value)
+
+    # ------------------------------------------------------------------ committing
+
+    def commit_sync(self, timeout: float = 30.0) -> dict[TopicPartition, KafkaError | None]:
+        """Send the acknowledgements now; {TopicPartition: None or the error} for each partition."""
+        self._require_open()
+        self._finish_async_commits(wait=True)
+        results = self._call("commit", self._take_acks(), timeout_s=timeout)
+        for record in self._settle(results):
+            self._in_hand[(record.topic, record.partition, record.offset)] = record
+        out: dict = {}
+        for r in results:
+            if out.get(r.partition) is None:
+                out[r.partition] = r.error
+        return out
+
+    def commit_async(self) -> None:
+        """Send the acknowledgements; the callback hears the outcome in a later poll, commit or close."""
+        self._require_open()
+        self._async_commits.append(self._submit("commit", self._take_acks()))
+
+    def _finish_async_commits(self, wait: bool = False) -> None:
+        if not self._async_commits:
+            return
+        done, pending = ray.wait(self._async_commits, num_returns=len(self._async_commits),
+                                 timeout=30 if wait else 0)
+        self._async_commits = pending
+        for ref in done:
+            try:
+                results = ray.get(ref)
+            except Exception as e:
+                error = to_kafka_error(e)
+                if self._callback is not None:
+                    self._callback({}, error)
+                continue
+            self._settle(results)
+
+    def set_acknowledgement_commit_callback(self, callback: Callable[[dict, Any], None] | None) -> None:
+        """`callback({TopicPartition: {offsets}}, error_or_None)`, once per partition and send."""
+        self._callback = callback
+
+    def acquisition_lock_timeout_ms(self) -> int:
+        """The share group's record lock duration, as the last fetch reported it (-1 before)."""
+        return self._lock_timeout_ms
+
+    # ------------------------------------------------------------------ closing
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise KafkaError(Errors.INVALID_REQUEST, "the share consumer is closed")
+
+    def close(self) -> None:
+        """Send pending acknowledgements (implicit mode accepts the last poll's records), then
+        leave: the SharePartitions release whatever this member still holds."""
+        if self._closed:
+            return
+        try:
+            self._finish_async_commits(wait=True)
+            self._settle(self._call("close", self._take_acks()))
+        finally:
+            self._closed = True
+            self._kill()
+
+    def __enter__(self) -> "ShareConsumer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _user_type(ack_type) -> AcknowledgeType:
+    try:
+        t = AcknowledgeType(ack_type)
+    except ValueError:
+        t = None
+    if t not in _USER_TYPES:
+        raise KafkaError(Errors.INVALID_REQUEST, f"invalid acknowledge type {ack_type!r}")
+    return t

@@ -1,0 +1,379 @@
+"""The SharePartition actor: one share group on one topic partition (KIP-932's SharePartition
+with its DelayedShareFetch purgatory), named `naming.share_partition(group, topic, partition)`.
+
+The decisions are `runtime.share.partition.SharePartition`'s; this shell does the I/O around
+them. It loads the state from the share coordinator (initialising it the first time, and
+reading with a leader epoch above the last recorded one so a stale twin is fenced), reads
+record data from the partition leader in whole batches, and sends every state change to the
+share coordinator before it answers: the change is committed in memory when the write
+succeeds and rolled back when it fails. Acquisition is not persisted (as in Kafka), so after a
+restart whatever was held is available again. Lock expiry runs on a timer task of its own.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from runtime.errors import Errors, KafkaError
+from runtime.messages.share import (AcknowledgementBatch, ShareAcknowledgeRequest, ShareAcknowledgeResponse,
+                                    ShareAcknowledgeResponsePartition, ShareAcknowledgeTopicResponse,
+                                    ShareFetchableTopicResponse, ShareFetchRequest, ShareFetchResponse,
+                                    ShareFetchResponsePartition)
+from runtime.messages.share_state import (InitializeShareGroupStateRequest, InitializeStateData,
+                                          InitializeStatePartitionData, ReadShareGroupStateSummaryRequest,
+                                          ReadStateSummaryData, ReadStateSummaryPartitionData)
+from runtime.messages.topics import FetchRequest, ListOffsetsRequest
+from runtime.share.coordinator import state_partition_for
+from runtime.share.partition import PendingShareWrite, SharePartition, SharePartitionState
+from runtime.topics.isolation import filter_aborted
+
+from . import naming
+from .errors import RETRIABLE_COORDINATOR_ERRORS
+from .retry import Backoff, call_async
+from .shard_host import now_ms
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SharePartitionActor", "DEFAULT_MAX_RECORDS"]
+
+DEFAULT_MAX_RECORDS = 500  # a ShareFetch without max_records gets the consumer's max.poll.records
+# How long a state write keeps trying while the share coordinator is restarting.
+WRITE_TIMEOUT_S = 30.0
+# The longest single long poll on the partition leader; a longer wait chains several.
+LEADER_POLL_MAX_MS = 5000
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+
+
+class SharePartitionActor:
+    def __init__(self, namespace: str, group_id: str, topic: str, topic_id: str, partition: int,
+                 config: dict) -> None:
+        self.namespace = namespace
+        self.group_id = group_id
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partition = partition
+        self.config = dict(config)
+        self._coordinator = naming.share_coordinator(state_partition_for(
+            group_id, topic_id, partition, int(config["share.coordinator.state.topic.num.partitions"])))
+        self._leader = naming.partition_leader(topic, partition)
+        self._handles: dict[str, Any] = {}
+        self._sp: SharePartition | None = None
+        self._loading: asyncio.Task | None = None
+        self._changed: asyncio.Event | None = None  # replaced at each change; wakes long polls
+        self._timer_wake: asyncio.Event | None = None
+        self._timer: asyncio.Task | None = None
+        self._watcher: asyncio.Task | None = None
+        self._high_watermark = -1  # of the last leader read; -1 before the first
+        self._tasks: set[asyncio.Task] = set()
+
+    # ------------------------------------------------------------------ calling other actors
+
+    def _actor(self, name: str) -> Any:
+        import ray
+        handle = self._handles.get(name)
+        if handle is None:
+            try:
+                handle = ray.get_actor(name, namespace=self.namespace)
+            except ValueError:
+                raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"no actor {name}") from None
+            self._handles[name] = handle
+        return handle
+
+    async def _call(self, name: str, method: str, request, timeout_s: float = WRITE_TIMEOUT_S):
+        return await call_async(lambda: self._actor(name), method, request, timeout_s=timeout_s,
+                                on_failure=lambda: self._handles.pop(name, None))
+
+    async def _coordinator_call(self, method: str, request):
+        """One share coordinator call for this share partition; its partition result.
+        Per-partition coordinator errors (restarting, loading) are retried like actor death."""
+        deadline = time.monotonic() + WRITE_TIMEOUT_S
+        backoff = Backoff()
+        while True:
+            response = await self._call(self._coordinator, method, request, max(deadline - time.monotonic(), 0.1))
+            result = response.results[0].partitions[0]
+            error = Errors.for_code(result.error_code)
+            if error not in RETRIABLE_COORDINATOR_ERRORS or time.monotonic() > deadline:
+                return result
+            await asyncio.sleep(backoff.next_s())
+
+    # ------------------------------------------------------------------ loading
+
+    async def ready(self) -> dict:
+        await self._active()
+        return await self.status()
+
+    async def status(self) -> dict:
+        import os
+        sp = self._sp
+        return {"name": naming.share_partition(self.group_id, self.topic, self.partition),
+                "state": sp.state.value if sp else "Loading", "pid": os.getpid(),
+                "leader_epoch": sp.leader_epoch if sp else None}
+
+    async def _active(self) -> SharePartition:
+        """The loaded share partition; loads (again) when there is none or it was fenced."""
+        sp = self._sp
+        if sp is not None and sp.state is SharePartitionState.ACTIVE:
+            return sp
+        if self._loading is None or self._loading.done():
+            self._sp = None
+            self._loading = asyncio.get_running_loop().create_task(self._load())
+        await asyncio.shield(self._loading)
+        return self._sp
+
+    async def _load(self) -> None:
+        summary = await self._coordinator_call("read_share_group_state_summary", ReadShareGroupStateSummaryRequest(
+            self.group_id, (ReadStateSummaryData(self.topic_id, (ReadStateSummaryPartitionData(self.partition, 0),)),)))
+        _raise_for(summary)
+        if summary.start_offset == -1 and summary.delivery_complete_count == -1 and summary.leader_epoch == 0:
+            # Nothing persisted yet (the group coordinator has not initialised it): start it.
+            init = await self._coordinator_call("initialize_share_group_state", InitializeShareGroupStateRequest(
+                self.group_id, (InitializeStateData(self.topic_id, (InitializeStatePartitionData(
+                    self.partition, summary.state_epoch, -1),)),)))
+            if init.error_code not in (0, Errors.FENCED_STATE_EPOCH.code):
+                _raise_for(init)
+        sp = SharePartition(self.group_id, self.topic_id, self.partition, self.config,
+                            leader_epoch=summary.leader_epoch + 1)
+        read = await self._coordinator_call("read_share_group_state", sp.read_request())
+        reset_offset = None
+        if read.error_code == 0 and read.start_offset == -1:
+            reset_offset = await self._reset_offset(sp)
+        sp.initialize(read, now_ms(), reset_offset)
+        if self._changed is None:
+            self._changed = asyncio.Event()
+            self._timer_wake = asyncio.Event()
+            self._timer = asyncio.get_running_loop().create_task(self._timer_loop())
+        self._sp = sp
+        self._high_watermark = -1
+        self._notify()
+
+    async def _reset_offset(self, sp: SharePartition) -> int:
+        isolation = READ_COMMITTED if sp.read_committed else READ_UNCOMMITTED
+        response = await self._call(self._leader, "list_offsets", ListOffsetsRequest(
+            self.topic, self.partition, sp.reset_timestamp(now_ms()), isolation))
+        _raise_for(response)
+        if response.offset >= 0:
+            return response.offset
+        # No record at or after the timestamp: start at the end, as Kafka's by_duration does.
+        latest = await self._call(self._leader, "list_offsets", ListOffsetsRequest(
+            self.topic, self.partition, -1, isolation))
+        _raise_for(latest)
+        return latest.offset
+
+    async def update_config(self, configs: dict) -> None:
+        """The group's dynamic share.* configs changed (or are known for the first time)."""
+        self.config.update(configs)
+        if self._sp is not None:
+            self._sp.config.update(configs)
+
+    # ------------------------------------------------------------------ writes
+
+    async def _persist(self, pending: PendingShareWrite | None) -> KafkaError | None:
+        """Send a begun change to the share coordinator; commit or roll back by its answer."""
+        if pending is None:
+            return None
+        sp = pending._owner
+        if not pending.state_batches:
+            sp.commit(pending)  # nothing to store (a RENEW only restarted locks)
+            self._kick_timer()
+            return None
+        try:
+            result = await self._coordinator_call("write_share_group_state", pending.request())
+            code, message = result.error_code, result.error_message
+        except KafkaError as e:
+            code, message = e.code, e.message
+        error = sp.complete_write(pending, code, message)
+        if error is not None:
+            log.warning("%s: state write failed: %s", naming.share_partition(self.group_id, self.topic,
+                                                                            self.partition), error)
+        self._notify()
+        self._kick_timer()
+        return error
+
+    def _notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = asyncio.Event()
+
+    def _kick_timer(self) -> None:
+        if self._timer_wake is not None:
+            self._timer_wake.set()
+
+    async def _timer_loop(self) -> None:
+        """Acquisition lock expiry: records whose lock ran out go back (or are archived)."""
+        while True:
+            sp = self._sp
+            deadline = sp.next_deadline() if sp is not None else None
+            timeout = None if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
+            try:
+                await asyncio.wait_for(self._timer_wake.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+            self._timer_wake.clear()
+            if sp is not None and sp is self._sp:
+                pending = sp.expire(now_ms())
+                if pending is not None:
+                    self._spawn(self._persist(pending))
+
+    def _spawn(self, coroutine) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ acknowledging
+
+    async def _acknowledge(self, member_id: str, batches) -> KafkaError | None:
+        sp = await self._active()
+        try:
+            pending = sp.acknowledge(member_id, tuple(_ack_batch(b) for b in batches), now_ms())
+        except KafkaError as e:
+            return e
+        return await self._persist(pending)
+
+    async def share_acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+        part = self._my_partition(request.topics)
+        error = None
+        try:
+            if part is not None and part.acknowledgement_batches:
+                error = await self._acknowledge(request.member_id, part.acknowledgement_batches)
+            sp = self._sp
+            lock_ms = sp.record_lock_duration_ms if sp else 0
+        except KafkaError as e:
+            error, lock_ms = e, 0
+        result = ShareAcknowledgeResponsePartition(self.partition, error.code if error else 0,
+                                                   error.message if error else None)
+        return ShareAcknowledgeResponse(acquisition_lock_timeout_ms=lock_ms,
+                                        responses=(ShareAcknowledgeTopicResponse(self.topic_id, (result,)),))
+
+    async def release_member(self, member_id: str) -> int:
+        """The member left or was fenced: what it holds is available again. The error code."""
+        try:
+            sp = await self._active()
+            error = await self._persist(sp.release_member(member_id, now_ms()))
+        except KafkaError as e:
+            error = e
+        return error.code if error else 0
+
+    # ------------------------------------------------------------------ fetching
+
+    def _my_partition(self, topics):
+        for t in topics:
+            if t.topic_id == self.topic_id:
+                for p in t.partitions:
+                    if p.partition_index == self.partition:
+                        return p
+        return None
+
+    async def share_fetch(self, request: ShareFetchRequest) -> ShareFetchResponse:
+        """Acknowledge what the request carries, then acquire records for the member: at once
+        if there are any, else when some arrive or come back, until max_wait_ms."""
+        deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+        part = self._my_partition(request.topics)
+        ack_error = error = None
+        acquired, batches, lock_ms = (), (), 0
+        try:
+            if part is not None and part.acknowledgement_batches:
+                ack_error = await self._acknowledge(request.member_id, part.acknowledgement_batches)
+            acquired, batches = await self._acquire(request, deadline)
+            lock_ms = self._sp.record_lock_duration_ms
+        except KafkaError as e:
+            error = e
+        result = ShareFetchResponsePartition(
+            self.partition, error.code if error else 0, error.message if error else None,
+            ack_error.code if ack_error else 0, ack_error.message if ack_error else None,
+            records=batches, acquired_records=acquired)
+        return ShareFetchResponse(acquisition_lock_timeout_ms=lock_ms,
+                                  responses=(ShareFetchableTopicResponse(self.topic_id, (result,)),))
+
+    async def _acquire(self, request: ShareFetchRequest, deadline: float) -> tuple[tuple, tuple]:
+        max_records = request.max_records or DEFAULT_MAX_RECORDS
+        while True:
+            sp = await self._active()
+            changed = self._changed
+            offset = sp.next_fetch_offset()
+            if sp.can_acquire_records() and (self._high_watermark < 0 or offset < self._high_watermark):
+                got = await self._read_and_acquire(sp, request, offset, max_records, deadline)
+                if got is not None:
+                    return got
+                if sp.next_fetch_offset() != offset and time.monotonic() < deadline:
+                    continue  # another fetcher moved on; look again
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return (), ()
+            if self._high_watermark >= 0 and (self._watcher is None or self._watcher.done()):
+                self._watcher = asyncio.get_running_loop().create_task(self._watch_leader(remaining))
+            try:
+                await asyncio.wait_for(changed.wait(), remaining)
+            except asyncio.TimeoutError:
+                return (), ()
+
+    async def _read_and_acquire(self, sp: SharePartition, request: ShareFetchRequest, offset: int,
+                                max_records: int, deadline: float) -> tuple[tuple, tuple] | None:
+        isolation = READ_COMMITTED if sp.read_committed else READ_UNCOMMITTED
+        response = await self._call(self._leader, "fetch", FetchRequest(
+            self.topic, self.partition, offset, min(request.max_bytes, 64 << 20), 0, 1, isolation, max_records))
+        if response.error_code == Errors.OFFSET_OUT_OF_RANGE.code and offset < response.log_start_offset:
+            sp.update_log_start_offset(response.log_start_offset)
+            return None
+        _raise_for(response)
+        if sp is not self._sp:
+            return None  # reloaded meanwhile
+        self._high_watermark = response.last_stable_offset if isolation else response.high_watermark
+        if response.log_start_offset > sp.start_offset:
+            sp.update_log_start_offset(response.log_start_offset)
+        size = sum(len(b.records) for b in response.batches)
+        if not response.batches or (size < request.min_bytes and time.monotonic() < deadline):
+            self._high_watermark = min(self._high_watermark, offset)  # wait for more from here
+            return None
+        aborted = ()
+        if isolation:
+            kept = {b.base_offset for b in filter_aborted(response.batches, response.aborted_transactions)}
+            aborted = [(b.base_offset, b.last_offset) for b in response.batches if b.base_offset not in kept]
+        got = sp.acquire(request.member_id, [(b.base_offset, b.last_offset) for b in response.batches],
+                         max_records, now_ms(), batch_size=request.batch_size or None,
+                         share_acquire_mode=request.share_acquire_mode, fetch_offset=offset,
+                         last_stable_offset=response.last_stable_offset if isolation else None, aborted=aborted)
+        if not got.count:
+            return None
+        self._kick_timer()
+        first = got.acquired_records[0].first_offset
+        last = got.acquired_records[-1].last_offset
+        batches = tuple(b for b in response.batches
+                        if b.last_offset >= first and b.base_offset <= last and not b.is_control)
+        return got.acquired_records, batches
+
+    async def _watch_leader(self, wait_s: float) -> None:
+        """One long poll on the leader past the known high watermark (last stable offset under
+        read_committed), shared by every waiting fetch: when data arrives, they look again."""
+        isolation = READ_COMMITTED if self._sp is not None and self._sp.read_committed else READ_UNCOMMITTED
+        try:
+            response = await self._call(self._leader, "fetch", FetchRequest(
+                self.topic, self.partition, self._high_watermark, 1, int(min(wait_s * 1000, LEADER_POLL_MAX_MS)),
+                1, isolation, 1), timeout_s=wait_s + 30)
+            if response.error_code:
+                self._high_watermark = -1  # read again from the next fetch offset
+            elif response.batches:
+                self._high_watermark = response.last_stable_offset if isolation else response.high_watermark
+        except KafkaError:
+            self._high_watermark = -1
+        self._notify()
+
+    # ------------------------------------------------------------------ inspection
+
+    async def record_states(self) -> dict:
+        """{offset: (state name, delivery count, holder)} of the cached records, with the
+        start offset under key "start_offset" (for tests and tools)."""
+        sp = await self._active()
+        out: dict = {o: (s.name, n, m) for o, (s, n, m, _) in sp.record_states().items()}
+        out["start_offset"] = sp.start_offset
+        return out
+
+
+def _ack_batch(b) -> AcknowledgementBatch:
+    return b if isinstance(b, AcknowledgementBatch) else AcknowledgementBatch(*b)
+
+
+def _raise_for(result) -> None:
+    if result.error_code:
+        raise KafkaError(Errors.for_code(result.error_code), getattr(result, "error_message", None))
