@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import bisect
 import enum
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 from ..errors import Errors, KafkaError, raise_if
+from ..group.configs import parse_share_auto_offset_reset
 from ..messages.share import BATCH_OPTIMIZED, RECORD_LIMIT, AcknowledgementBatch, AcknowledgeType, AcquiredRecords
 from ..messages.share_state import (ReadShareGroupStateRequest, ReadStateData, ReadStatePartitionData,
                                     WriteShareGroupStateRequest, WriteStateData, WriteStatePartitionData)
@@ -124,18 +124,6 @@ def _persister_error(error_code: int, message: str | None) -> KafkaError:
     return KafkaError(error, message)
 
 
-_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", re.IGNORECASE)
-
-
-def _parse_duration_ms(text: str) -> int:
-    """An ISO-8601 duration as java.time.Duration.parse reads it (PnDTnHnMn.nS)."""
-    m = _DURATION.fullmatch(text.strip())
-    raise_if(m is None or text.strip().upper() in ("P", "PT"), Errors.INVALID_CONFIG,
-             f"share.auto.offset.reset: invalid duration {text!r}")
-    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in m.groups())
-    return int(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000)
-
-
 class SharePartition:
     def __init__(self, group_id: str, topic_id: str, partition: int, config: dict | None = None, *,
                  leader_epoch: int = 0) -> None:
@@ -182,15 +170,15 @@ class SharePartition:
         """The ListOffsets timestamp whose offset starts a share partition with no persisted
         state (share.auto.offset.reset): LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, or for
         by_duration:<ISO-8601 duration> the time that long before now_ms."""
-        strategy = str(self._conf("share.auto.offset.reset")).strip()
-        lowered = strategy.lower()
-        if lowered == "latest":
+        try:
+            strategy, back_ms = parse_share_auto_offset_reset(str(self._conf("share.auto.offset.reset")))
+        except ValueError as e:
+            raise KafkaError(Errors.INVALID_CONFIG, str(e)) from None
+        if strategy == "latest":
             return LATEST_TIMESTAMP
-        if lowered == "earliest":
+        if strategy == "earliest":
             return EARLIEST_TIMESTAMP
-        if lowered.startswith("by_duration:"):
-            return now_ms - _parse_duration_ms(strategy[len("by_duration:"):])
-        raise KafkaError(Errors.INVALID_CONFIG, f"share.auto.offset.reset: unknown strategy {strategy!r}")
+        return now_ms - back_ms
 
     # ---- lifecycle ----
 
