@@ -115,6 +115,11 @@ class GroupCoordinatorShard:
     def share_group_initialize_failed(self, group_id: str, topic_id: str, partitions, now_ms: int) -> Result:
         return self.share.share_group_initialize_failed(group_id, topic_id, partitions, now_ms)
 
+    def share_group_state_partitions(self, group_id: str) -> list:
+        """A read: (topic id, topic name, partitions) the share coordinator may hold state of
+        for the group, to delete there before delete_groups."""
+        return self.share.share_group_state_partitions(group_id)
+
     # ------------------------------------------------------------------ dynamic group configs
 
     def alter_group_config(self, group_id: str, configs, now_ms: int) -> Result:

@@ -433,9 +433,7 @@ class ShareGroupManager:
         """The share coordinator initialised these partitions: they become assignable, and
         the group epoch moves on so that the next heartbeat assigns them. Partitions no
         longer initialising (a late answer) are ignored."""
-        group = self._group(group_id, create=False)
-        entry = group.initializing.get(topic_id)
-        done = sorted(frozenset(partitions) & entry[1]) if entry is not None else []
+        group, entry, done = self._initializing(group_id, topic_id, partitions)
         if not done:
             return Result()
         _transition(group, topic_id, done, InitState.INITIALIZED)
@@ -450,9 +448,7 @@ class ShareGroupManager:
     def share_group_initialize_failed(self, group_id: str, topic_id: str, partitions, now_ms: int) -> Result:
         """The share coordinator could not initialise these partitions: they stay
         initialising and are asked for again a full retry interval from now."""
-        group = self._group(group_id, create=False)
-        entry = group.initializing.get(topic_id)
-        failed = sorted(frozenset(partitions) & entry[1]) if entry is not None else []
+        group, entry, failed = self._initializing(group_id, topic_id, partitions)
         if not failed:
             return Result()
         _transition(group, topic_id, failed, InitState.INITIALIZING)
@@ -461,6 +457,23 @@ class ShareGroupManager:
         self._schedule_retry(group, now_ms, initializing)
         return Result([R.share_group_state_partition_metadata_record(group_id, initializing, group.initialized,
                                                                      group.deleting)])
+
+    def _initializing(self, group_id: str, topic_id: str, partitions):
+        """The group, its initialising entry for the topic, and which of `partitions` it holds."""
+        group = self._group(group_id, create=False)
+        entry = group.initializing.get(topic_id)
+        return group, entry, sorted(frozenset(partitions) & entry[1]) if entry is not None else []
+
+    def share_group_state_partitions(self, group_id: str) -> list[tuple[str, str, tuple[int, ...]]]:
+        """(topic id, topic name, partitions) of every partition the share coordinator may
+        hold state of for the group (initialised or initialising): what to delete there
+        before deleting the group."""
+        group = self._group(group_id, create=False)
+        topics: TopicStates = {}
+        for states in (group.initialized, group.initializing):
+            for tid, (name, ps, _) in states.items():
+                topics = _with(topics, tid, name, ps, -1)
+        return [(tid, name, tuple(sorted(ps))) for tid, (name, ps, _) in sorted(topics.items())]
 
     def _schedule_retry(self, group: ShareGroup, now_ms: int, initializing: TopicStates | None = None) -> None:
         states = group.initializing if initializing is None else initializing

@@ -12,8 +12,9 @@ from runtime.group.shard import GroupCoordinatorShard
 from runtime.group.share import PendingShareInitialization, ShareGroupState
 from runtime.messages.consumer import ConsumerGroupHeartbeatRequest
 from runtime.messages.group import (
-    DescribedGroup, DescribedGroupMember, JoinGroupRequest, JoinGroupRequestProtocol, ListedGroup,
-    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    DescribedGroup, DescribedGroupMember, HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol, ListedGroup,
+    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetFetchRequest,
+    OffsetFetchRequestGroup,
 )
 from runtime.messages.share_group import (
     ShareGroupDescribeResponseAssignment, ShareGroupDescribeResponseDescribedGroup, ShareGroupDescribeResponseMember,
@@ -376,6 +377,10 @@ def test_a_share_group_id_is_not_a_consumer_or_classic_group(tmp_path):
     raises(Errors.INCONSISTENT_GROUP_PROTOCOL, lambda: h.call(lambda s, now: s.join_group(join, now, "c")))
     commit = OffsetCommitRequest(G, (OffsetCommitRequestTopic("t", (OffsetCommitRequestPartition(0, 5),)),))
     raises(Errors.GROUP_ID_NOT_FOUND, lambda: h.call(lambda s, now: s.offset_commit(commit, now)))
+    heartbeat = HeartbeatRequest(G, 1, "a")
+    raises(Errors.UNKNOWN_MEMBER_ID, lambda: h.call(lambda s, now: s.heartbeat(heartbeat, now)))
+    fetched = h.read(lambda s: s.offset_fetch(OffsetFetchRequest((OffsetFetchRequestGroup(G),))))
+    assert (fetched.groups[0].error_code, fetched.groups[0].topics) == (0, ())  # as for a group with no offsets
     assert snapshot(h.shard) == before and h.end_offset == end
 
 

@@ -151,3 +151,13 @@ def test_reload_asks_again_for_what_was_initialising(tmp_path):
     # the retry timer counts from the last time it was asked for (at 0)
     h.advance(RETRY_MS - 5_000)
     assert pending(h) == [PendingShareInitialization(G, "U", "u", (0,), epoch)]
+
+
+def test_the_partitions_to_delete_with_the_group(tmp_path):
+    h = harness(tmp_path)
+    hb(h, new_member_id="a", topics=("t", "u"))
+    h.call(lambda s, now: s.share_group_initialized(G, "T", (1,), now))
+    assert h.read(lambda s: s.share_group_state_partitions(G)) == [("T", "t", (0, 1)), ("U", "u", (0,))]
+    with pytest.raises(KafkaError) as e:
+        h.read(lambda s: s.share_group_state_partitions("nope"))
+    assert e.value.error is Errors.GROUP_ID_NOT_FOUND
