@@ -39,6 +39,7 @@ class ShardHost:
         self._started: asyncio.Task | None = None
         self._progress: LoadProgress | None = None
         self._load_error: str | None = None
+        self._reload_after = 0.0
         self.load_time_ms: float | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -48,6 +49,14 @@ class ShardHost:
             self._wake = asyncio.Event()
             self._started = asyncio.get_running_loop().create_task(self._load_then_poll())
             await asyncio.sleep(0)
+        elif self.runtime.state is CoordinatorState.FAILED and time.monotonic() >= self._reload_after:
+            # A load, or the reload after a failed flush, failed (a disk fault): try again,
+            # at most once a second, rather than stay unavailable until Ray restarts us.
+            self._reload_after = time.monotonic() + 1.0
+            if self._started.done():
+                self._started = asyncio.get_running_loop().create_task(self._load_then_poll())
+            else:
+                self._reload()
 
     async def _load_then_poll(self) -> None:
         started = time.monotonic()
@@ -59,6 +68,7 @@ class ShardHost:
             self._load_error = f"{type(e).__name__}: {e}"
             log.exception("%s: load failed", self.runtime.name)
             return
+        self._load_error = None
         self.load_time_ms = (time.monotonic() - started) * 1000
         self._on_active()
         while self.runtime.state is not CoordinatorState.CLOSED:
@@ -74,6 +84,16 @@ class ShardHost:
                 self._on_active()
             except Exception:
                 log.exception("%s: poll failed", self.runtime.name)
+
+    def _reload(self) -> None:
+        try:
+            for progress in self.runtime.load(now_ms()):
+                self._progress = progress
+            self._load_error = None
+            self._on_active()
+        except Exception as e:
+            self._load_error = f"{type(e).__name__}: {e}"
+            log.exception("%s: reload failed", self.runtime.name)
 
     def _on_active(self) -> None:
         """Hook: work the shell must do after timers fired or a batch became durable
