@@ -39,7 +39,7 @@ from ..messages.share_group import (
 )
 from . import records as R
 from .configs import GroupConfigManager
-from .modern import EMPTY, ModernGroup, ModernGroupConfig, compute_target_assignment, metadata_hash, session_timeout_key
+from .modern import EMPTY, ModernGroup, compute_target_assignment, metadata_hash, session_timeout_key
 from .reconcile import MemberState
 
 __all__ = ["ShareGroupState", "ShareGroupMember", "ShareGroup", "ShareGroupManager", "InitState",
@@ -215,7 +215,7 @@ class ShareGroupManager:
         self.timer = context.timer
         self.groups = groups
         self.configs = configs
-        self.config = ModernGroupConfig.from_config(context.config, "group.share.", max_size=200)
+        self.max_size = int(context.config.get("group.share.max.size", 200))
         self.retry_interval_ms = int(context.config.get("group.share.initialize.retry.interval.ms", 30000))
         self.topics: dict[str, int] | None = None
         self.topic_ids: dict[str, str] = {}
@@ -294,7 +294,7 @@ class ShareGroupManager:
         group = self._group(group_id, create=epoch == 0)
         member_id = request.member_id or new_member_id
         stored = group.members.get(member_id)
-        max_size = self.config.max_size
+        max_size = self.max_size
         raise_if(stored is None and len(group.members) >= max_size, Errors.GROUP_MAX_SIZE_REACHED,
                  f"The share group has reached its maximum capacity of {max_size} members.")
         if epoch != 0:
