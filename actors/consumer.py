@@ -386,13 +386,15 @@ class ConsumerActor(ClientActor):
         """Kafka's onJoinPrepare: commit what was consumed, then give up partitions (all of
         them under the eager protocol; none yet under the cooperative one). Partitions of a
         generation that is already gone are lost, not revoked, and not committed."""
-        if self.state == _REBALANCING or not self.parts:
+        if not self.parts:
             return
         if self.generation == -1:
             lost = set(self.parts)
             self._drop(lost)
             self.last_assignment = {}
             await self._emit(LOST, lost)
+            return
+        if self.state == _REBALANCING:  # a retried join: this was done already
             return
         if self.s["enable_auto_commit"]:
             await self._commit_quietly(self._consumed())

@@ -4,6 +4,7 @@ import pytest
 import ray
 
 from actors import Cluster, ConsumerRebalanceListener, OffsetAndMetadata, TopicPartition
+from runtime.messages.topics import ListOffsetsRequest
 from tests.conftest import wait_until
 
 CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
@@ -85,20 +86,27 @@ def test_three_consumers_share_commit_rebalance_and_resume(cluster):
     resumed.close()
 
 
+def end_offsets(cluster):
+    return {tp: ray.get(cluster.partition_leader(*tp).list_offsets.remote(ListOffsetsRequest(*tp))).offset
+            for tp in ALL}
+
+
 def test_a_killed_consumer_loses_its_partitions_after_the_session_timeout(cluster):
     produce(cluster, [f"k{i}" for i in range(24)])
+    end = end_offsets(cluster)
     c1, c2 = cluster.consumer("g-kill", **FAST), cluster.consumer("g-kill", **FAST)
     c1.subscribe(["orders"])
     c2.subscribe(["orders"])
-    seen = []
-    poll_until([c1, c2], lambda: owns_all_once([c1, c2]) and len(seen) >= 24, seen, message="two share")
+    both = [c1, c2]
+    poll_until(both, lambda: owns_all_once(both) and all(
+        next(c for c in both if tp in c.assignment()).position(tp) == end[tp] for tp in ALL), message="all read")
     c1.commit()
     c2.commit()
-    committed = {tp: c1.committed(tp) for tp in ALL}
+    taken = c2.assignment()
     ray.kill(c2._actor)  # a crash: no LeaveGroup
     poll_until([c1], lambda: c1.assignment() == ALL, timeout_s=30, message="c1 takes over")
-    assert {tp: c1.committed(tp) for tp in ALL} == committed
-    assert all(c1.position(tp) == committed[tp].offset for tp in ALL)  # c2's partitions resume where it committed
+    assert {tp: c1.committed(tp) for tp in ALL} == {tp: OffsetAndMetadata(end[tp], "", -1) for tp in ALL}
+    assert {tp: c1.position(tp) for tp in taken} == {tp: end[tp] for tp in taken}  # where c2 committed
     c1.close()
 
 

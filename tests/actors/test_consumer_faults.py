@@ -4,10 +4,9 @@ offset reset policies, manual assignment, asynchronous commits and error codes."
 import pytest
 import ray
 
-from actors import (Cluster, ConsumerRebalanceListener, Errors, KafkaError, NoOffsetForPartitionError,
-                    OffsetAndMetadata, TopicPartition)
+from actors import Cluster, Errors, KafkaError, NoOffsetForPartitionError, OffsetAndMetadata, TopicPartition
 from runtime.messages.group import DescribeGroupsRequest
-from tests.actors.test_consumer import ALL, CONFIG, FAST, owns_all_once, poll_until, produce
+from tests.actors.test_consumer import ALL, CONFIG, FAST, Recorder, owns_all_once, poll_until, produce
 from tests.conftest import wait_until
 
 
@@ -81,20 +80,6 @@ def test_a_static_member_restarted_within_its_session_timeout_causes_no_rebalanc
     assert after_b["member_id"] != before_b["member_id"]
     a.close()
     b2.close()
-
-
-class Recorder(ConsumerRebalanceListener):
-    def __init__(self):
-        self.events = []
-
-    def on_partitions_revoked(self, revoked):
-        self.events.append(("revoked", frozenset(revoked)))
-
-    def on_partitions_assigned(self, assigned):
-        self.events.append(("assigned", frozenset(assigned)))
-
-    def on_partitions_lost(self, lost):
-        self.events.append(("lost", frozenset(lost)))
 
 
 def test_a_consumer_that_stops_polling_leaves_and_rejoins_on_its_next_poll(cluster):

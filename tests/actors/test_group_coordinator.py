@@ -31,11 +31,20 @@ def get(ref, timeout=30):
     return ray.get(ref, timeout=timeout)
 
 
-def is_active(coordinator) -> bool:
+def reloaded_since(coordinator, old_pid: int) -> bool:
+    """Whether a new process of the actor is loaded (ray.kill does not wait, so a call
+    right after it may still reach the old process)."""
     try:
-        return get(coordinator.ready.remote())["state"] == "active"
-    except ray.exceptions.RayError:  # still restarting
+        status = get(coordinator.ready.remote())
+    except ray.exceptions.RayError:  # restarting
         return False
+    return status["pid"] != old_pid and status["state"] == "active"
+
+
+def kill_and_reload(coordinator) -> None:
+    old_pid = get(coordinator.status.remote())["pid"]
+    ray.kill(coordinator, no_restart=False)
+    wait_until(lambda: reloaded_since(coordinator, old_pid), message="the coordinator reloads")
 
 
 def join(coordinator, group, member_id="", session_ms=10000, rebalance_ms=10000, instance_id=None,
@@ -151,6 +160,7 @@ def test_no_acknowledged_commit_is_lost_when_the_coordinator_is_killed(cluster):
             assert get(commit(c, "g3", {("k", p): 100 * round_ + p})).topics[0].partitions[0].error_code == 0
             acknowledged[("k", p)] = 100 * round_ + p
         refs = {p: commit(c, "g3", {("k", p): 100 * round_ + p}) for p in range(3, 20)}
+        old_pid = get(c.status.remote())["pid"]
         ray.kill(c, no_restart=False)  # commits in flight: answered or failed, never half
         for p, ref in refs.items():
             try:
@@ -159,7 +169,7 @@ def test_no_acknowledged_commit_is_lost_when_the_coordinator_is_killed(cluster):
                 continue
             if response.topics[0].partitions[0].error_code == 0:
                 acknowledged[("k", p)] = 100 * round_ + p
-        wait_until(lambda: is_active(c), message="the coordinator reloads")
+        wait_until(lambda: reloaded_since(c, old_pid), message="the coordinator reloads")
     assert acknowledged
     now = committed(c, "g3")
     assert all(now[tp] >= offset for tp, offset in acknowledged.items())
@@ -170,8 +180,7 @@ def test_a_killed_coordinator_reloads_a_stable_group(cluster):
     a = join_new(c, "g4")
     assert get(join(c, "g4", a)).generation_id == 1
     get(c.sync_group.remote(SyncGroupRequest("g4", 1, a, assignments=(SyncGroupRequestAssignment(a, b"X"),))))
-    ray.kill(c, no_restart=False)
-    wait_until(lambda: is_active(c), message="the coordinator reloads")
+    kill_and_reload(c)
     assert get(c.heartbeat.remote(HeartbeatRequest("g4", 1, a))).error_code == 0
     (described,) = get(c.describe_groups.remote(DescribeGroupsRequest(("g4",)))).groups
     assert (described.group_state, described.members[0].member_assignment) == ("Stable", b"X")
