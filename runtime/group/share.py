@@ -131,6 +131,10 @@ class ShareGroup(ModernGroup):
                 return state
         return InitState.UNINITIALIZED
 
+    def known_partitions(self, topic_id: str) -> int:
+        """How many partitions of the topic are initialised or initialising."""
+        return sum(len(states[topic_id][1]) for states in (self.initialized, self.initializing) if topic_id in states)
+
     def assignable(self, topic_ids: Mapping[str, str]) -> dict[str, frozenset]:
         """topic name -> initialised partitions, for topics that still have the same id."""
         return {name: ps for tid, (name, ps, _) in self.initialized.items() if topic_ids.get(name) == tid}
@@ -402,6 +406,8 @@ class ShareGroupManager:
             topic_id = self.topic_ids.get(name)
             if topic_id is None or name not in self.topics:
                 continue
+            if group.known_partitions(topic_id) >= self.topics[name]:
+                continue  # the steady state: every partition initialised or initialising
             new = [p for p in range(self.topics[name])
                    if group.init_state(topic_id, p) is InitState.UNINITIALIZED]
             if new:
