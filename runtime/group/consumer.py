@@ -35,8 +35,8 @@ from ..messages.consumer import (
 from ..messages.group import DescribedGroup, DescribedGroupMember, ListedGroup
 from . import records as R
 from .modern import (
-    EMPTY, Assignment, AssignmentPacer, ModernGroup, ModernGroupConfig, assignment_timer_key, compute_target_assignment,
-    metadata_hash, rebalance_timeout_key, session_timeout_key,
+    EMPTY, AssignmentPacer, ModernGroup, ModernGroupConfig, ModernGroupManager, assignment_from,
+    assignment_timer_key, compute_target_assignment, metadata_hash, rebalance_timeout_key, session_timeout_key,
 )
 from .reconcile import MemberState, is_reconciled_to, reconcile
 from .registry import find_group
@@ -79,10 +79,6 @@ class ConsumerGroupMember:
                 and self.previous_member_epoch == other.previous_member_epoch and self.state is other.state
                 and self.assigned_partitions == other.assigned_partitions
                 and self.partitions_pending_revocation == other.partitions_pending_revocation)
-
-
-def _assignment_from(topic_partitions) -> Assignment:
-    return {tp.topic_name: frozenset(tp.partitions) for tp in topic_partitions if tp.partitions}
 
 
 class ConsumerGroup(ModernGroup):
@@ -245,7 +241,9 @@ def _describe_assignment(assignment: Mapping) -> ConsumerGroupDescribeResponseAs
         ConsumerGroupDescribeResponseTopicPartitions(t, tuple(sorted(ps))) for t, ps in sorted(assignment.items())))
 
 
-class ConsumerGroupManager:
+class ConsumerGroupManager(ModernGroupManager):
+    group_class = ConsumerGroup
+
     def __init__(self, context: CoordinatorContext, groups: dict, assignors: Mapping | None = None,
                  group_configs=None) -> None:
         """`group_configs` (a GroupConfigManager) gives groups their own session timeout
@@ -591,9 +589,6 @@ class ConsumerGroupManager:
         self.pacer.ran(group_id, now_ms)
         return Result(records)
 
-    def _live_group(self, group_id: str) -> ConsumerGroup | None:
-        group = self.groups.get(group_id)
-        return group if group is not None and group.type == "consumer" else None
 
     # ================================================================== topic metadata
 
@@ -645,28 +640,6 @@ class ConsumerGroupManager:
 
     # ================================================================== replay
 
-    def _replay_group(self, group_id: str, create: bool) -> ConsumerGroup | None:
-        group = self.groups.get(group_id)
-        if group is None:
-            if not create:
-                return None
-            group = self.groups[group_id] = ConsumerGroup(group_id)
-        elif group.type != "consumer":
-            raise ValueError(f"group {group_id} is a {group.type} group, not a consumer group")
-        return group
-
-    def _replay_metadata(self, offset: int, key, value) -> None:
-        group = self._replay_group(key.group_id, value is not None)
-        if group is None:
-            return
-        if value is None:
-            if group.members:
-                raise ValueError(f"tombstone for consumer group {key.group_id} that has members")
-            del self.groups[key.group_id]
-            return
-        group.group_epoch = value.epoch
-        group.metadata_hash = value.metadata_hash
-
     def _replay_member(self, offset: int, key, value) -> None:
         group = self._replay_group(key.group_id, value is not None)
         if group is None:
@@ -680,20 +653,6 @@ class ConsumerGroupManager:
             client_host=value.client_host, subscribed_topic_names=frozenset(value.subscribed_topic_names),
             subscribed_topic_regex=value.subscribed_topic_regex, rebalance_timeout_ms=value.rebalance_timeout_ms,
             server_assignor=value.server_assignor))
-
-    def _replay_target_epoch(self, offset: int, key, value) -> None:
-        group = self._replay_group(key.group_id, value is not None)
-        if group is not None:
-            group.assignment_epoch = -1 if value is None else value.assignment_epoch
-
-    def _replay_target_member(self, offset: int, key, value) -> None:
-        group = self._replay_group(key.group_id, value is not None)
-        if group is None:
-            return
-        if value is None:
-            group.target_assignment.pop(key.member_id, None)
-        else:
-            group.target_assignment[key.member_id] = _assignment_from(value.topic_partitions)
 
     def _replay_current_assignment(self, offset: int, key, value) -> None:
         group = self._replay_group(key.group_id, value is not None)
@@ -709,8 +668,8 @@ class ConsumerGroupManager:
         group.apply_current_assignment(dataclasses.replace(
             base or ConsumerGroupMember(key.member_id), member_epoch=value.member_epoch,
             previous_member_epoch=value.previous_member_epoch, state=MemberState.from_value(value.state),
-            assigned_partitions=_assignment_from(value.assigned_partitions),
-            partitions_pending_revocation=_assignment_from(value.partitions_pending_revocation)))
+            assigned_partitions=assignment_from(value.assigned_partitions),
+            partitions_pending_revocation=assignment_from(value.partitions_pending_revocation)))
 
     def _replay_regex(self, offset: int, key, value) -> None:
         group = self._replay_group(key.group_id, value is not None)

@@ -20,7 +20,8 @@ from typing import Callable, Iterable, Mapping
 
 from ..assignors import MemberSubscription
 
-__all__ = ["Assignment", "EMPTY", "AssignmentPacer", "ModernGroup", "ModernGroupConfig", "metadata_hash",
+__all__ = ["Assignment", "EMPTY", "AssignmentPacer", "ModernGroup", "ModernGroupConfig", "ModernGroupManager",
+           "assignment_from", "metadata_hash",
            "compute_target_assignment", "frozen_assignment", "session_timeout_key", "rebalance_timeout_key",
            "assignment_timer_key"]
 
@@ -192,6 +193,60 @@ class ModernGroup:
             for p in partitions:
                 if owners.get((topic, p)) == member.member_id:
                     del owners[(topic, p)]
+
+
+def assignment_from(topic_partitions) -> Assignment:
+    """{topic: frozenset(partitions)} from a record's topic partitions."""
+    return {tp.topic_name: frozenset(tp.partitions) for tp in topic_partitions if tp.partitions}
+
+
+class ModernGroupManager:
+    """What the manager of every modern group type shares: finding its live groups, and the
+    replay handlers of the group epoch and target assignment records, whose fields are the
+    same for every type. A subclass sets `group_class` and keeps the shard's `groups`."""
+
+    group_class: type = ModernGroup
+    groups: dict
+
+    def _live_group(self, group_id: str):
+        group = self.groups.get(group_id)
+        return group if group is not None and group.type == self.group_class.type else None
+
+    def _replay_group(self, group_id: str, create: bool):
+        group = self.groups.get(group_id)
+        if group is None:
+            if not create:
+                return None
+            group = self.groups[group_id] = self.group_class(group_id)
+        elif group.type != self.group_class.type:
+            raise ValueError(f"group {group_id} is a {group.type} group, not a {self.group_class.type} group")
+        return group
+
+    def _replay_metadata(self, offset: int, key, value) -> None:
+        group = self._replay_group(key.group_id, value is not None)
+        if group is None:
+            return
+        if value is None:
+            if group.members:
+                raise ValueError(f"tombstone for {group.type} group {key.group_id} that has members")
+            del self.groups[key.group_id]
+            return
+        group.group_epoch = value.epoch
+        group.metadata_hash = value.metadata_hash
+
+    def _replay_target_epoch(self, offset: int, key, value) -> None:
+        group = self._replay_group(key.group_id, value is not None)
+        if group is not None:
+            group.assignment_epoch = -1 if value is None else value.assignment_epoch
+
+    def _replay_target_member(self, offset: int, key, value) -> None:
+        group = self._replay_group(key.group_id, value is not None)
+        if group is None:
+            return
+        if value is None:
+            group.target_assignment.pop(key.member_id, None)
+        else:
+            group.target_assignment[key.member_id] = assignment_from(value.topic_partitions)
 
 
 class AssignmentPacer:

@@ -39,7 +39,9 @@ from ..messages.share_group import (
 )
 from . import records as R
 from .configs import GroupConfigManager
-from .modern import EMPTY, ModernGroup, compute_target_assignment, metadata_hash, session_timeout_key
+from .modern import (
+    EMPTY, ModernGroup, ModernGroupManager, assignment_from, compute_target_assignment, metadata_hash, session_timeout_key,
+)
 from .reconcile import MemberState
 
 __all__ = ["ShareGroupState", "ShareGroupMember", "ShareGroup", "ShareGroupManager", "InitState",
@@ -205,15 +207,13 @@ def _without(states: TopicStates, topic_id: str, partitions) -> TopicStates:
     return out
 
 
-def _assignment_from(topic_partitions) -> dict:
-    return {tp.topic_name: frozenset(tp.partitions) for tp in topic_partitions if tp.partitions}
-
-
 def _states_from(topics) -> TopicStates:
     return {t.topic_id: (t.topic_name, frozenset(t.partitions), t.timestamp) for t in topics}
 
 
-class ShareGroupManager:
+class ShareGroupManager(ModernGroupManager):
+    group_class = ShareGroup
+
     def __init__(self, context: CoordinatorContext, groups: dict, configs: GroupConfigManager) -> None:
         self.context = context
         self.timer = context.timer
@@ -246,10 +246,6 @@ class ShareGroupManager:
 
     def _share_groups(self):
         return [g for _, g in sorted(self.groups.items()) if g.type == "share"]
-
-    def _live_group(self, group_id: str) -> ShareGroup | None:
-        group = self.groups.get(group_id)
-        return group if group is not None and group.type == "share" else None
 
     def _group(self, group_id: str, create: bool) -> ShareGroup | None:
         """Kafka's getOrMaybeCreateShareGroup: a group of another type keeps its id."""
@@ -561,28 +557,6 @@ class ShareGroupManager:
 
     # ================================================================== replay
 
-    def _replay_group(self, group_id: str, create: bool) -> ShareGroup | None:
-        group = self.groups.get(group_id)
-        if group is None:
-            if not create:
-                return None
-            group = self.groups[group_id] = ShareGroup(group_id)
-        elif group.type != "share":
-            raise ValueError(f"group {group_id} is a {group.type} group, not a share group")
-        return group
-
-    def _replay_metadata(self, offset: int, key, value) -> None:
-        group = self._replay_group(key.group_id, value is not None)
-        if group is None:
-            return
-        if value is None:
-            if group.members:
-                raise ValueError(f"tombstone for share group {key.group_id} that has members")
-            del self.groups[key.group_id]
-            return
-        group.group_epoch = value.epoch
-        group.metadata_hash = value.metadata_hash
-
     def _replay_member(self, offset: int, key, value) -> None:
         group = self._replay_group(key.group_id, value is not None)
         if group is None:
@@ -594,20 +568,6 @@ class ShareGroupManager:
         group.apply_member(dataclasses.replace(
             base, rack_id=value.rack_id, client_id=value.client_id, client_host=value.client_host,
             subscribed_topic_names=frozenset(value.subscribed_topic_names)))
-
-    def _replay_target_epoch(self, offset: int, key, value) -> None:
-        group = self._replay_group(key.group_id, value is not None)
-        if group is not None:
-            group.assignment_epoch = -1 if value is None else value.assignment_epoch
-
-    def _replay_target_member(self, offset: int, key, value) -> None:
-        group = self._replay_group(key.group_id, value is not None)
-        if group is None:
-            return
-        if value is None:
-            group.target_assignment.pop(key.member_id, None)
-        else:
-            group.target_assignment[key.member_id] = _assignment_from(value.topic_partitions)
 
     def _replay_current_assignment(self, offset: int, key, value) -> None:
         group = self._replay_group(key.group_id, value is not None)
@@ -623,7 +583,7 @@ class ShareGroupManager:
         group.apply_current_assignment(dataclasses.replace(
             base or ShareGroupMember(key.member_id), member_epoch=value.member_epoch,
             previous_member_epoch=value.previous_member_epoch, state=MemberState.from_value(value.state),
-            assigned_partitions=_assignment_from(value.assigned_partitions)))
+            assigned_partitions=assignment_from(value.assigned_partitions)))
 
     def _replay_state_metadata(self, offset: int, key, value) -> None:
         group = self._replay_group(key.group_id, value is not None)
