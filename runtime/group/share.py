@@ -25,7 +25,7 @@ import dataclasses
 import enum
 import functools
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from ..assignors import simple
 from ..coordinator import CoordinatorContext, Result
@@ -89,8 +89,7 @@ class ShareGroupMember:
     partitions_pending_revocation: Mapping = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class PendingShareInitialization:
+class PendingShareInitialization(NamedTuple):
     """Partitions whose share-group state the share coordinator must initialise, with the
     state epoch to give them (the group epoch)."""
     group_id: str

@@ -161,3 +161,10 @@ def test_the_partitions_to_delete_with_the_group(tmp_path):
     with pytest.raises(KafkaError) as e:
         h.read(lambda s: s.share_group_state_partitions("nope"))
     assert e.value.error is Errors.GROUP_ID_NOT_FOUND
+
+
+def test_a_pending_initialization_unpacks_as_a_tuple(tmp_path):
+    h = harness(tmp_path)
+    hb(h, new_member_id="a")
+    [(group_id, topic_id, topic_name, partitions, group_epoch)] = pending(h)
+    assert (group_id, topic_id, topic_name, partitions, group_epoch) == (G, "T", "t", (0, 1), 1)
