@@ -28,7 +28,6 @@ from runtime.errors import Errors, KafkaError
 from runtime.messages.share import (AcknowledgementBatch, AcknowledgePartition, AcknowledgeTopic, AcknowledgeType,
                                     ShareAcknowledgeRequest, ShareFetchRequest, ShareFetchRequestPartition,
                                     ShareFetchRequestTopic)
-from runtime.messages.topics import MetadataRequest
 from runtime.topics.data import decode_entries
 
 from . import naming
@@ -102,12 +101,11 @@ class _Partition:
 
 class ShareConsumerActor(ClientActor):
     def __init__(self, namespace: str, config: dict, client_id: str, group_id: str, member_id: str,
-                 settings: dict, detached: bool) -> None:
+                 settings: dict) -> None:
         super().__init__(namespace, config, client_id)
         self.group_id = group_id
         self.member_id = member_id
         self.s = settings
-        self.detached = detached
         self.partitions: dict[TopicPartition, _Partition] = {}
         self._buffer: deque = deque()
         self._results: list[AckResult] = []
@@ -116,33 +114,18 @@ class ShareConsumerActor(ClientActor):
 
     # ------------------------------------------------------------------ subscription
 
-    async def subscribe(self, topics: list[str]) -> None:
-        response = await self._call(naming.CONTROLLER, "metadata", MetadataRequest(tuple(topics)))
+    async def subscribe(self, partitions: list[tuple[str, str, int]]) -> None:
+        """Fetch from these (topic, topic id, partition); the SharePartition actors exist."""
         wanted = {}
-        for t in response.topics:
-            if t.error_code:
-                raise KafkaError(Errors.for_code(t.error_code), f"topic {t.name!r}")
-            for p in t.partitions:
-                tp = TopicPartition(t.name, p.partition_index)
-                wanted[tp] = self.partitions.get(tp) or _Partition(t.name, t.topic_id, p.partition_index)
+        for topic, topic_id, partition in partitions:
+            tp = TopicPartition(topic, partition)
+            wanted[tp] = self.partitions.get(tp) or _Partition(topic, topic_id, partition)
         for tp in set(self.partitions) - set(wanted):
             await self._release(self.partitions[tp])
         self.partitions = wanted
-        for part in wanted.values():
-            self._ensure_share_partition(part)
 
     def _sp_name(self, part: _Partition) -> str:
         return naming.share_partition(self.group_id, part.tp.topic, part.tp.partition)
-
-    def _ensure_share_partition(self, part: _Partition) -> None:
-        """Create the SharePartition actor if nobody has (Kafka makes it on the first fetch)."""
-        from .cluster import _remote
-        from .share_partition import SharePartitionActor
-        name = self._sp_name(part)
-        if name not in self._handles:
-            self._handles[name] = _remote(SharePartitionActor, name, self.namespace, self.detached,
-                                          self.cluster_config).remote(
-                self.namespace, self.group_id, part.tp.topic, part.topic_id, part.tp.partition, self.cluster_config)
 
     # ------------------------------------------------------------------ poll and acknowledge
 
@@ -322,13 +305,34 @@ class ShareConsumer(ClientFacade):
         self._async_commits: list = []
         self._lock_timeout_ms = -1
         self._closed = False
+        self._cluster = cluster
         super().__init__(cluster, "share-consumer", ShareConsumerActor, client_id, group_id, self.member_id,
-                         settings, cluster.detached)
+                         settings)
 
     def subscribe(self, topics) -> None:
         if isinstance(topics, str):
             topics = [topics]
-        self._call("subscribe", list(topics))
+        partitions = []
+        for topic in self._cluster.describe_topics(list(topics)):
+            for p in range(topic.partitions):
+                self._ensure_share_partition(topic.name, topic.topic_id, p)
+                partitions.append((topic.name, topic.topic_id, p))
+        self._call("subscribe", partitions)
+
+    def _ensure_share_partition(self, topic: str, topic_id: str, partition: int) -> None:
+        """Create the SharePartition actor unless it exists. The cluster facade owns it (or it
+        is detached, in a detached deployment), so it outlives the client actor."""
+        from .cluster import _remote
+        from .share_partition import SharePartitionActor
+        cluster = self._cluster
+        name = naming.share_partition(self.group_id, topic, partition)
+        with cluster._lock:
+            if name in cluster._handles:
+                return
+        handle = _remote(SharePartitionActor, name, cluster.namespace, cluster.detached, cluster.config).remote(
+            cluster.namespace, self.group_id, topic, topic_id, partition, cluster.config)
+        with cluster._lock:
+            cluster._handles[name] = handle  # a handle kept here keeps a non-detached actor alive
 
     # ------------------------------------------------------------------ acknowledging
 

@@ -62,3 +62,77 @@ def test_implicit_mode_accepts_each_poll_at_the_next(cluster):
         assert c.commit_sync() == {TopicPartition("s-implicit", 0): None}
         assert states(cluster, "g-implicit", "s-implicit")["start_offset"] == 20
         assert c.poll(0.3) == []
+
+
+def test_explicit_mode_release_reject_renew(cluster):
+    cluster.create_topic("s-explicit", 1)
+    produce(cluster, "s-explicit", [f"v{i}" for i in range(6)])
+    results = []
+    with cluster.share_consumer("g-explicit", share_acknowledgement_mode="explicit", **FAST) as c:
+        c.set_acknowledgement_commit_callback(lambda offsets, error: results.append((offsets, error)))
+        c.subscribe("s-explicit")
+        first = poll_until(c, 6)
+        assert [(r.offset, r.delivery_count) for r in first] == [(i, 1) for i in range(6)]
+        with pytest.raises(KafkaError) as e:
+            c.poll(0)
+        assert e.value.error is Errors.INVALID_RECORD_STATE
+        c.acknowledge(first[0])
+        c.acknowledge(first[1], AcknowledgeType.RELEASE)
+        c.acknowledge(first[2], AcknowledgeType.REJECT)
+        c.acknowledge(first[3], AcknowledgeType.RENEW)
+        c.acknowledge_offset("s-explicit", 0, 4, AcknowledgeType.ACCEPT)
+        c.acknowledge(first[5], AcknowledgeType.RELEASE)
+        # The renewed record comes back at once, the released ones with a second delivery.
+        again = poll_until(c, 1)
+        assert (again[0].offset, again[0].delivery_count) == (3, 1)
+        for r in again:
+            c.acknowledge(r, AcknowledgeType.RELEASE if r.offset != 3 else AcknowledgeType.ACCEPT)
+        redelivered = []
+        while len(redelivered) < 2:
+            for r in c.poll(0.2):
+                redelivered.append((r.offset, r.delivery_count))
+                c.acknowledge(r)
+        assert sorted(redelivered)[:2] in ([(1, 2), (5, 2)], [(1, 3), (5, 3)], [(1, 2), (5, 3)], [(1, 3), (5, 2)])
+        assert c.commit_sync() in ({TopicPartition("s-explicit", 0): None}, {})
+    assert states(cluster, "g-explicit", "s-explicit")["start_offset"] == 6
+    assert all(error is None for _, error in results)
+
+
+def test_bad_acknowledgements_are_refused_and_change_nothing(cluster):
+    cluster.create_topic("s-bad", 1)
+    produce(cluster, "s-bad", ["a", "b", "c"])
+    with cluster.share_consumer("g-bad", share_acknowledgement_mode="explicit", **FAST) as c:
+        c.subscribe("s-bad")
+        records = poll_until(c, 3)
+        with pytest.raises(KafkaError) as e:
+            c.acknowledge(records[0], 7)
+        assert e.value.error is Errors.INVALID_REQUEST
+        with pytest.raises(KafkaError):
+            c.acknowledge(records[0], AcknowledgeType.GAP)
+        c.acknowledge(records[0])
+        with pytest.raises(KafkaError) as e:  # RENEW after ACCEPT
+            c.acknowledge(records[0], AcknowledgeType.RENEW)
+        assert e.value.error is Errors.INVALID_RECORD_STATE and "already acknowledged" in e.value.message
+        before = states(cluster, "g-bad", "s-bad")
+        # The broker's own checks: an offset never delivered, and records another member holds.
+        c.acknowledge_offset("s-bad", 0, 50)
+        assert c.commit_sync()[TopicPartition("s-bad", 0)].error is Errors.INVALID_REQUEST
+        sp = share_partition(cluster, "g-bad", "s-bad")
+        topic_id = cluster.describe_topic("s-bad").topic_id
+
+        def acknowledge(member, first, last, ack_type):
+            request = ShareAcknowledgeRequest("g-bad", member, topics=(AcknowledgeTopic(topic_id, (
+                AcknowledgePartition(0, (AcknowledgementBatch(first, last, (ack_type,)),)),)),))
+            (p,) = ray.get(sp.share_acknowledge.remote(request)).responses[0].partitions
+            return Errors.for_code(p.error_code)
+        assert acknowledge("intruder", 1, 2, AcknowledgeType.ACCEPT) is Errors.INVALID_RECORD_STATE
+        # The commit carried offset 0's accept with offset 50: all or nothing, so 0 is still held.
+        assert acknowledge(c.member_id, 0, 0, AcknowledgeType.ACCEPT) is Errors.NONE
+        assert acknowledge(c.member_id, 0, 0, AcknowledgeType.RENEW) is Errors.INVALID_RECORD_STATE
+        assert acknowledge(c.member_id, 1, 2, 9) is Errors.INVALID_REQUEST
+        after = states(cluster, "g-bad", "s-bad")
+        assert (after[1], after[2]) == (before[1], before[2]) == (("ACQUIRED", 1, c.member_id),) * 2
+        c.acknowledge(records[1])
+        c.acknowledge(records[2])
+        c.commit_sync()
+    assert states(cluster, "g-bad", "s-bad")["start_offset"] == 3
