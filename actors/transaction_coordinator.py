@@ -46,6 +46,9 @@ def _error_code(e: Exception) -> int:
 
 class TransactionCoordinatorActor(ShardHost):
     def __init__(self, data_dir: str, partition: int, config: dict) -> None:
+        # Kafka's transaction coordinator appends at once (no linger): its clients block on
+        # every answer, and EndTxn waits for two appends.
+        config = {**config, "append.linger.ms": config.get("transaction.state.log.append.linger.ms", 0)}
         super().__init__(f"__transaction_state-{partition}", partition, TransactionCoordinatorShard, data_dir,
                          config, segment_bytes_key="transaction.state.log.segment.bytes")
         self._namespace = config.get(NAMESPACE_KEY) or ray.get_runtime_context().namespace
