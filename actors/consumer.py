@@ -49,7 +49,8 @@ __all__ = ["Consumer", "ConsumerActor", "NoOffsetForPartitionError", "CommitFail
 # kafka-python's defaults (group_protocol as the classic protocol; the assignors as Kafka 3.x).
 DEFAULT_CONFIG: dict = {
     "client_id": None,
-    "group_protocol": "classic",
+    "group_protocol": "classic",  # or "consumer": KIP-848 (actors/modern_consumer.py)
+    "group_remote_assignor": None,  # the consumer protocol's server-side assignor; None: the group's default
     "group_instance_id": None,
     "partition_assignment_strategy": ("range", "cooperative-sticky"),
     "session_timeout_ms": 10000,
@@ -65,6 +66,7 @@ DEFAULT_CONFIG: dict = {
     "max_partition_fetch_bytes": 1048576,
     "request_timeout_ms": 30000,
     "retry_backoff_ms": 100,
+    "metadata_max_age_ms": 300000,
     "key_deserializer": None,
     "value_deserializer": None,
 }
@@ -144,6 +146,8 @@ class ConsumerActor(ClientActor):
         self.wake: asyncio.Event | None = None
         self.loops_started = False
         self.next_drain = 0
+        self.metadata_snapshot: tuple | None = None  # the leader's (topics, partition counts) of its last assignment
+        self.metadata_checked = 0.0
 
     def _start(self) -> None:
         if not self.loops_started:
@@ -317,6 +321,7 @@ class ConsumerActor(ClientActor):
                     continue
                 started = time.monotonic()
                 await self._heartbeat(coordinator)
+                await self._check_metadata()
                 await self._sleep(self.s["heartbeat_interval_ms"] / 1000 - (time.monotonic() - started))
             except (KafkaError, NoOffsetForPartitionError) as e:
                 if isinstance(e, KafkaError) and (e.retriable or e.error in RETRIABLE_COORDINATOR_ERRORS
@@ -354,6 +359,7 @@ class ConsumerActor(ClientActor):
             return
         self.member_id, self.generation, self.protocol = joined.member_id, joined.generation_id, joined.protocol_name
         assignments = ()
+        self.metadata_snapshot = None
         if joined.leader == self.member_id and not joined.skip_assignment:
             assignments = await self._assign(joined)
         synced = await self._call(coordinator, "sync_group", SyncGroupRequest(
@@ -453,10 +459,23 @@ class ConsumerActor(ClientActor):
                 generation=sub.generation_id if sub else -1)
         wanted = sorted(set().union(*(s.topics for s in members.values())))
         topics = await self._partition_counts(wanted)
+        self.metadata_snapshot = (wanted, topics)
+        self.metadata_checked = time.monotonic()
         result = client_assignor(joined.protocol_name)(members, topics)
         return tuple(SyncGroupRequestAssignment(mid, encode_assignment(
             tuple((t, tuple(sorted(ps))) for t, ps in sorted(result.get(mid, {}).items()) if ps)))
             for mid in members)
+
+    async def _check_metadata(self) -> None:
+        """Kafka's leader rejoins when what it assigned from changed: a subscribed topic got
+        partitions, or was created or deleted."""
+        if self.metadata_snapshot is None or (
+                time.monotonic() - self.metadata_checked < self.s["metadata_max_age_ms"] / 1000):
+            return
+        self.metadata_checked = time.monotonic()
+        wanted, counts = self.metadata_snapshot
+        if await self._partition_counts(wanted) != counts:
+            self.rejoin_needed = True
 
     async def _partition_counts(self, topics) -> dict[str, int]:
         if not topics:
@@ -716,7 +735,7 @@ class Consumer(ClientFacade):
         if unknown:
             raise TypeError(f"unknown consumer settings: {sorted(unknown)}")
         settings = {**DEFAULT_CONFIG, **config}
-        if settings["group_protocol"] != "classic":
+        if settings["group_protocol"] not in ("classic", "consumer"):
             raise KafkaError(Errors.UNSUPPORTED_VERSION, f"group_protocol {settings['group_protocol']!r} is not "
                                                           "served by this consumer")
         if isinstance(settings["partition_assignment_strategy"], str):
@@ -731,7 +750,7 @@ class Consumer(ClientFacade):
         self._listener: ConsumerRebalanceListener | None = None
         self._async_commits: list[tuple[Any, dict | None, Callable | None]] = []
         self._closed = False
-        super().__init__(cluster, "consumer", ConsumerActor, client_id, group_id, settings)
+        super().__init__(cluster, "consumer", _actor_class(settings["group_protocol"]), client_id, group_id, settings)
 
     # ------------------------------------------------------------------ subscription
 
@@ -866,6 +885,13 @@ class Consumer(ClientFacade):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _actor_class(group_protocol: str) -> type:
+    if group_protocol == "consumer":
+        from .modern_consumer import ModernConsumerActor  # it builds on this module
+        return ModernConsumerActor
+    return ConsumerActor
 
 
 def _offsets_arg(offsets: dict | None) -> dict | None:

@@ -4,9 +4,10 @@ offset reset policies, manual assignment, asynchronous commits and error codes."
 import pytest
 import ray
 
-from actors import Cluster, Errors, KafkaError, NoOffsetForPartitionError, OffsetAndMetadata, TopicPartition
+from actors import (Cluster, ConsumerRebalanceListener, Errors, KafkaError, NoOffsetForPartitionError,
+                    OffsetAndMetadata, TopicPartition)
 from runtime.messages.group import DescribeGroupsRequest
-from tests.actors.test_consumer import ALL, CONFIG, FAST, Recorder, owns_all_once, poll_until, produce
+from tests.actors.test_consumer import ALL, CONFIG, FAST, Recorder, end_offsets, owns_all_once, poll_until, produce
 from tests.conftest import wait_until
 
 
@@ -158,3 +159,38 @@ def test_coordinator_errors_reach_the_user(cluster):
     with pytest.raises(KafkaError) as e:
         cluster.consumer("g-bad", partition_assignment_strategy=["nope"], **FAST)
     assert e.value.error is Errors.UNSUPPORTED_ASSIGNOR
+
+
+def test_the_leader_rebalances_when_a_topic_grows(cluster):
+    cluster.create_topic("grow", 2)
+    c = cluster.consumer("g-grow", **dict(FAST, metadata_max_age_ms=200))
+    c.subscribe(["grow"])
+    poll_until([c], lambda: c.assignment() == {TopicPartition("grow", 0), TopicPartition("grow", 1)},
+               message="two partitions")
+    cluster.create_partitions("grow", 3)
+    poll_until([c], lambda: len(c.assignment()) == 3, message="the new partition is assigned")
+    c.close()
+
+
+def test_a_commit_in_on_partitions_revoked_counts(cluster):
+    """The member rejoins only after the user's callback ran (in its poll), so the commit
+    made there is still accepted, as in Kafka."""
+    commits = []
+
+    class CommitOnRevoke(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):
+            if revoked:
+                first.commit()
+                commits.append({tp: first.committed(tp) for tp in revoked})
+
+    first = cluster.consumer("g-revoke", **FAST)
+    first.subscribe(["orders"], listener=CommitOnRevoke())
+    end = end_offsets(cluster)
+    poll_until([first], lambda: first.assignment() == ALL and all(first.position(tp) == end[tp] for tp in ALL),
+               message="one owns and has read all")
+    second = cluster.consumer("g-revoke", **FAST)
+    second.subscribe(["orders"])
+    poll_until([first, second], lambda: owns_all_once([first, second]), message="two share")
+    assert commits and commits[0] == {tp: OffsetAndMetadata(end[tp], "", -1) for tp in ALL}
+    first.close()
+    second.close()
