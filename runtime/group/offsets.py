@@ -187,7 +187,7 @@ class OffsetMetadataManager:
             return
         if key.group not in self.groups:
             # offsets without membership: a "simple" classic group with no protocol type
-            self.groups[key.group] = ClassicGroup(key.group, current_state_timestamp=value.commit_timestamp)
+            self.groups[key.group] = ClassicGroup(key.group, current_state_timestamp=None)
         self.offsets.setdefault(key.group, {}).setdefault(key.topic, {})[key.partition] = OffsetAndMetadata(
             value.offset, value.leader_epoch, value.metadata, value.commit_timestamp, value.expire_timestamp, offset)
 

@@ -141,7 +141,9 @@ class ShareCoordinatorShard:
             snapshot = ShareSnapshotValue(
                 snapshot_epoch=0 if current is None else current.snapshot_epoch + 1,
                 state_epoch=p.state_epoch,
-                leader_epoch=0,
+                # Keep the highest leader epoch seen in the new snapshot: the records that
+                # carried it come before the snapshot, and compaction drops them.
+                leader_epoch=max(self.leader_epochs.get(key, 0), 0),
                 start_offset=p.start_offset,
                 delivery_complete_count=(UNINITIALIZED_DELIVERY_COMPLETE_COUNT
                                          if p.start_offset == UNINITIALIZED_START_OFFSET else 0),

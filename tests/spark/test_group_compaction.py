@@ -41,9 +41,6 @@ def test_compacted_group_log_loads_the_same_state(spark, tmp_path):
     assert state_digest(after) == state_digest(before)
 
 
-@pytest.mark.xfail(reason="a simple group (offsets committed with no members) is created on replay of its first "
-                          "OffsetCommit with that commit's timestamp as current_state_timestamp; compaction keeps "
-                          "only the newest commit, so the loaded timestamp moves (runtime/group, not the bridge)")
 def test_simple_group_state_survives_compaction(spark, tmp_path):
     h = ShardHarness(str(tmp_path / LOG), GroupCoordinatorShard, name=LOG, partition=5, now_ms=T0,
                      config={"segment.bytes": 600})

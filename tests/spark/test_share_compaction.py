@@ -67,8 +67,6 @@ def test_compacted_share_state_log_loads_the_same_state(spark, tmp_path):
     assert compacted_differences(spark, share_log(tmp_path)) == []
 
 
-@pytest.mark.xfail(reason="the highest leader epoch of a re-initialised share partition lives only in records "
-                          "before its new snapshot, which compaction drops (runtime/share, not the bridge)")
 def test_reinitialised_share_partition_keeps_its_fencing_epoch(spark, tmp_path):
     h = share_log(tmp_path)
     initialize(h, 0, 2)  # a new state epoch: a fresh snapshot with leader epoch 0
