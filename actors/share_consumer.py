@@ -301,6 +301,7 @@ class ShareConsumer(ClientFacade):
         self._in_hand: dict[tuple, ConsumerRecord] = {}  # delivered by the last poll, not acknowledged
         self._acks: dict[TopicPartition, dict[int, int]] = {}
         self._renewing: dict[tuple, ConsumerRecord] = {}
+        self._again: list[ConsumerRecord] = []  # renewed: the next poll returns them again
         self._callback: Callable | None = None
         self._async_commits: list = []
         self._lock_timeout_ms = -1
@@ -381,11 +382,11 @@ class ShareConsumer(ClientFacade):
                              f"{len(self._in_hand)} records of the last poll are not acknowledged "
                              "(share_acknowledgement_mode=explicit)")
         self._finish_async_commits()
-        timeout_ms = max(int(timeout * 1000), 0)
+        timeout_ms = 0 if self._again else max(int(timeout * 1000), 0)
         result: PollResult = self._call("poll", self._take_acks(), timeout_ms, None,
                                         timeout_s=timeout_ms / 1000 + 60)
         self._lock_timeout_ms = result.lock_timeout_ms
-        again = self._settle(result.results)
+        again, self._again = self._again + self._settle(result.results), []
         records = again + [self._deserialize(r) for r in result.records]
         self._in_hand = {(r.topic, r.partition, r.offset): r for r in records}
         return records
@@ -418,8 +419,7 @@ class ShareConsumer(ClientFacade):
         self._require_open()
         self._finish_async_commits(wait=True)
         results = self._call("commit", self._take_acks(), timeout_s=timeout)
-        for record in self._settle(results):
-            self._in_hand[(record.topic, record.partition, record.offset)] = record
+        self._again.extend(self._settle(results))
         out: dict = {}
         for r in results:
             if out.get(r.partition) is None:
@@ -445,7 +445,7 @@ class ShareConsumer(ClientFacade):
                 if self._callback is not None:
                     self._callback({}, error)
                 continue
-            self._settle(results)
+            self._again.extend(self._settle(results))
 
     def set_acknowledgement_commit_callback(self, callback: Callable[[dict, Any], None] | None) -> None:
         """`callback({TopicPartition: {offsets}}, error_or_None)`, once per partition and send."""
