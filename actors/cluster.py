@@ -252,6 +252,7 @@ class Cluster:
             raise KafkaError(Errors.for_code(result.error_code), result.error_message)
         topic = TopicDescription(name, result.topic_id, result.num_partitions, result.configs)
         self._start_partition_leaders(topic, range(topic.partitions))
+        self._topics_changed()
         return topic
 
     def create_partitions(self, name: str, count: int) -> TopicDescription:
@@ -262,6 +263,7 @@ class Cluster:
             raise KafkaError(Errors.for_code(result.error_code), result.error_message)
         after = self.describe_topic(name)
         self._start_partition_leaders(after, range(before.partitions, after.partitions))
+        self._topics_changed()
         return after
 
     def _start_partition_leaders(self, topic: TopicDescription, partitions) -> None:
@@ -290,6 +292,17 @@ class Cluster:
             except Exception as e:  # already gone: nothing to clean
                 log.info("deleting %s: %s", leader_name, to_kafka_error(e))
             self._forget(leader_name)
+        self._topics_changed()
+
+    def _topics_changed(self) -> None:
+        """Group coordinators read the topics again now (consumer and share groups follow
+        them); one that is away catches up when it loads or at its periodic refresh."""
+        refs = [self._actor(naming.group_coordinator(p)).notify_topics.remote()
+                for p in range(int(self.config["offsets.topic.num.partitions"]))]
+        try:
+            ray.get(refs, timeout=30)
+        except Exception as e:
+            log.info("telling the group coordinators about topics: %s", to_kafka_error(e))
 
     def list_topics(self) -> list[str]:
         return [t.name for t in self.describe_topics()]
@@ -313,7 +326,8 @@ class Cluster:
         return Producer(self, **config)
 
     def consumer(self, group_id: str | None = None, **config) -> "Consumer":
-        """kafka-python's KafkaConsumer over a client actor; `group_protocol="classic"`."""
+        """kafka-python's KafkaConsumer over a client actor; `group_protocol="classic"` (the
+        default) or `"consumer"` (KIP-848, with `group_remote_assignor`)."""
         from .consumer import Consumer
         return Consumer(self, group_id=group_id, **config)
 

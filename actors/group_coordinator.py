@@ -1,14 +1,26 @@
 """The group coordinator actor of one __consumer_offsets partition: Kafka's group APIs as
 methods, each taking its request dataclass and returning its response dataclass. The shard
 decides everything; this host draws member ids, reads the clock and turns a KafkaError
-into the response Kafka gives for it (`error_response`)."""
+into the response Kafka gives for it (`error_response`).
+
+Consumer and share groups need the topics (Kafka's coordinators get every metadata image):
+after each load, when told by `notify_topics()`, and every `metadata.max.age.ms`, the host
+reads the controller's metadata and hands it to the shard's `update_topics`. Until the
+first one lands, their heartbeats answer COORDINATOR_LOAD_IN_PROGRESS."""
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
+
+import ray
 
 from runtime.coordinator import Result
 from runtime.errors import KafkaError
 from runtime.group.shard import GroupCoordinatorShard
+from runtime.messages.consumer import (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
+                                       ConsumerGroupDescribeResponseDescribedGroup, ConsumerGroupHeartbeatRequest,
+                                       ConsumerGroupHeartbeatResponse)
 from runtime.messages.group import (
     DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse, HeartbeatRequest,
     HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse,
@@ -16,8 +28,16 @@ from runtime.messages.group import (
     OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
     error_response,
 )
+from runtime.messages.topics import MetadataRequest
 
+from . import naming
+from .retry import call_async
 from .shard_host import ShardHost
+
+log = logging.getLogger(__name__)
+
+# How often the topics are read again without being told (Kafka's metadata.max.age.ms).
+METADATA_MAX_AGE_MS = 30000
 
 
 def offsets_log_name(partition: int) -> str:
@@ -27,6 +47,14 @@ def offsets_log_name(partition: int) -> str:
 class GroupCoordinatorActor(ShardHost):
     def __init__(self, data_dir: str, partition: int, config: dict) -> None:
         super().__init__(offsets_log_name(partition), partition, GroupCoordinatorShard, data_dir, config)
+        self._namespace = config.get("shoal.namespace", naming.DEFAULT_NAMESPACE)
+        self._metadata_max_age_s = int(config.get("metadata.max.age.ms", METADATA_MAX_AGE_MS)) / 1000
+        self._topics_task: asyncio.Task | None = None
+        self._topics_wanted: asyncio.Event | None = None
+        # Reads of the controller are numbered as they start; a later read never sees older
+        # topics, so an answer older than the one applied last is dropped.
+        self._metadata_reads = 0
+        self._metadata_applied = 0
 
     async def _answer_write(self, request, operation):
         try:
@@ -86,3 +114,61 @@ class GroupCoordinatorActor(ShardHost):
     async def delete_groups(self, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
         response = await self._answer_write(request, lambda s, now: s.delete_groups(request.groups_names, now))
         return response if isinstance(response, DeleteGroupsResponse) else DeleteGroupsResponse(tuple(response))
+
+    # ------------------------------------------------------------------ KIP-848 consumer groups
+
+    async def consumer_group_heartbeat(self, request: ConsumerGroupHeartbeatRequest, client_id: str = "",
+                                       client_host: str = "") -> ConsumerGroupHeartbeatResponse:
+        member_id = request.member_id or str(uuid.uuid4())  # for a member that joins without an id
+        try:
+            return await self._write(
+                lambda s, now: s.consumer_group_heartbeat(request, now, member_id, client_id, client_host))
+        except KafkaError as e:
+            return ConsumerGroupHeartbeatResponse(e.code, e.message)
+
+    async def consumer_group_describe(self, request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
+        try:
+            groups = await self._read(lambda s: s.consumer_group_describe(request.group_ids))
+        except KafkaError as e:
+            groups = [ConsumerGroupDescribeResponseDescribedGroup(g, e.code, e.message) for g in request.group_ids]
+        return ConsumerGroupDescribeResponse(tuple(groups))
+
+    # ------------------------------------------------------------------ topic metadata
+
+    def _on_active(self) -> None:
+        super()._on_active()
+        if self._topics_task is None:
+            self._topics_wanted = asyncio.Event()
+            self._topics_task = asyncio.get_running_loop().create_task(self._topics_loop())
+
+    async def notify_topics(self) -> None:
+        """Topics were created, grown or deleted: read them now. Returns once topics at least
+        as new as the controller's at the time of the call are in the shard."""
+        await self.ready()
+        await self._refresh_topics()
+
+    async def _topics_loop(self) -> None:
+        while True:
+            try:
+                await self._refresh_topics()
+            except Exception as e:  # the controller is away; the next round tries again
+                log.info("%s: reading the topics failed: %s", self.runtime.name, e)
+                await asyncio.sleep(0.2)
+                continue
+            try:
+                await asyncio.wait_for(self._topics_wanted.wait(), self._metadata_max_age_s)
+            except asyncio.TimeoutError:
+                pass
+            self._topics_wanted.clear()
+
+    async def _refresh_topics(self) -> None:
+        self._metadata_reads += 1
+        read = self._metadata_reads
+        response = await call_async(lambda: ray.get_actor(naming.CONTROLLER, namespace=self._namespace),
+                                    "metadata", MetadataRequest(None))
+        if read < self._metadata_applied:
+            return
+        self._metadata_applied = read
+        topics = {t.name: len(t.partitions) for t in response.topics if not t.error_code and t.partitions}
+        topic_ids = {t.name: t.topic_id for t in response.topics if t.name in topics and t.topic_id}
+        await self._write(lambda s, now: s.update_topics(topics, now, topic_ids))

@@ -1,0 +1,291 @@
+"""KIP-848 consumer groups end to end on real actors: consumers with group_protocol="consumer"
+share a topic, leave, stop polling and come back; the errors of issue 5 through the
+coordinator actor's RPCs; and consumers and the coordinator killed while records flow, with
+every consumer's own log of what it owned when (one clock, time.time() in each actor)
+showing that no two owned a partition at once and that every partition ends up owned."""
+from __future__ import annotations
+
+import time
+
+import pytest
+import ray
+
+from actors import Cluster, ConsumerRebalanceListener, Errors, KafkaError, OffsetAndMetadata, TopicPartition
+from runtime.messages.consumer import (ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
+                                       ConsumerGroupHeartbeatRequestTopicPartitions)
+from runtime.messages.group import (JoinGroupRequest, JoinGroupRequestProtocol, OffsetCommitRequest,
+                                    OffsetCommitRequestPartition, OffsetCommitRequestTopic)
+from tests.conftest import wait_until
+
+CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
+          "group.consumer.session.timeout.ms": 2000, "group.consumer.heartbeat.interval.ms": 150,
+          "group.consumer.max.size": 4, "group.initial.rebalance.delay.ms": 0,
+          "group.min.session.timeout.ms": 200}
+FAST = dict(group_protocol="consumer", fetch_max_wait_ms=200, auto_offset_reset="earliest",
+            enable_auto_commit=True, auto_commit_interval_ms=300, max_poll_interval_ms=20000)
+TOPIC = "flow"
+ALL = {TopicPartition(TOPIC, p) for p in range(6)}
+
+
+@pytest.fixture(scope="module")
+def cluster(ray_session, tmp_path_factory):
+    c = Cluster.local(data_dir=str(tmp_path_factory.mktemp("shoal")), config=CONFIG)
+    c.create_topic(TOPIC, 6)
+    yield c
+    c.shutdown()
+
+
+def produce(cluster, values):
+    with cluster.producer(linger_ms=1) as producer:
+        for v in values:
+            producer.send(TOPIC, v.encode(), key=v.encode())
+        producer.flush()
+
+
+def poll_until(consumers, predicate, seen, timeout_s=40, message="condition"):
+    def step():
+        for c in consumers:
+            for records in c.poll(timeout_ms=30).values():
+                seen.extend(r.value.decode() for r in records)
+        return predicate()
+    wait_until(step, timeout_s=timeout_s, interval_s=0, message=message)
+
+
+def owns_all_once(consumers, partitions=ALL):
+    owned = [c.assignment() for c in consumers]
+    return all(owned) and sum(len(o) for o in owned) == len(partitions) and set().union(*owned) == partitions
+
+
+def rpc(cluster, group_id, method, *args):
+    return ray.get(getattr(cluster.group_coordinator(group_id), method).remote(*args), timeout=30)
+
+
+def describe(cluster, group_id):
+    (group,) = rpc(cluster, group_id, "consumer_group_describe", ConsumerGroupDescribeRequest((group_id,))).groups
+    return group
+
+
+def settled(cluster, group_id, consumers):
+    """Every member reconciled to its target, and the consumers agree."""
+    try:
+        group = describe(cluster, group_id)
+    except ray.exceptions.RayError:  # the coordinator is restarting
+        return False
+    return (group.group_state == "Stable" and len(group.members) == len(consumers)
+            and all(m.assignment == m.target_assignment for m in group.members)
+            and all(ray.get(c._actor.group_state.remote())["state"] == "STABLE" for c in consumers)
+            and owns_all_once(consumers))
+
+
+class Recorder(ConsumerRebalanceListener):
+    def __init__(self):
+        self.events = []
+
+    def on_partitions_revoked(self, revoked):
+        self.events.append(("revoked", frozenset(revoked)))
+
+    def on_partitions_assigned(self, assigned):
+        self.events.append(("assigned", frozenset(assigned)))
+
+    def on_partitions_lost(self, lost):
+        self.events.append(("lost", frozenset(lost)))
+
+
+# ---------------------------------------------------------------------- sharing a topic
+
+def test_consumers_join_share_a_topic_and_leave(cluster):
+    produce(cluster, [f"a{i}" for i in range(60)])
+    listener = Recorder()
+    c1 = cluster.consumer("g-share", **FAST, group_remote_assignor="range")
+    c1.subscribe([TOPIC], listener=listener)
+    seen = []
+    poll_until([c1], lambda: c1.assignment() == ALL and len(seen) >= 60, seen, message="c1 owns everything")
+    assert listener.events == [("assigned", frozenset(ALL))]
+    c2, c3 = cluster.consumer("g-share", **FAST), cluster.consumer("g-share", **FAST)
+    c2.subscribe([TOPIC])
+    c3.subscribe([TOPIC])
+    group = [c1, c2, c3]
+    poll_until(group, lambda: settled(cluster, "g-share", group), seen, message="three share")
+    assert [len(c.assignment()) for c in group] == [2, 2, 2]
+    # c1 revoked first (its auto commit ran then): nothing was delivered twice
+    assert sorted(seen) == sorted(f"a{i}" for i in range(60))
+    owned = set()
+    for kind, partitions in listener.events:  # the callbacks tell c1's story
+        owned = owned | partitions if kind == "assigned" else owned - partitions
+    assert owned == c1.assignment() and any(kind == "revoked" for kind, _ in listener.events)
+    described = describe(cluster, "g-share")
+    assert described.assignor_name == "range" and described.group_epoch == described.assignment_epoch
+    state = ray.get(c2._actor.group_state.remote())
+    assert state["heartbeat_interval_ms"] == 150 and state["member_epoch"] == described.group_epoch
+
+    for c in group:
+        c.commit()  # carries the member epoch
+    for tp in ALL:
+        owner = next(c for c in group if tp in c.assignment())
+        assert c1.committed(tp) == OffsetAndMetadata(owner.position(tp), "", -1)
+
+    c3.close()  # leaves with epoch -1: the others take its partitions at once
+    produce(cluster, [f"b{i}" for i in range(30)])
+    group = [c1, c2]
+    poll_until(group, lambda: settled(cluster, "g-share", group) and sum(v[0] == "b" for v in seen) >= 30, seen,
+               message="two share")
+    assert sorted(v for v in seen if v[0] == "b") == sorted(f"b{i}" for i in range(30))
+    for c in group:
+        c.close()
+    assert describe(cluster, "g-share").group_state == "Empty"
+
+
+def test_a_consumer_that_stops_polling_leaves_and_rejoins(cluster):
+    listener = Recorder()
+    slow = cluster.consumer("g-poll", **dict(FAST, max_poll_interval_ms=1500))
+    other = cluster.consumer("g-poll", **FAST)
+    slow.subscribe([TOPIC], listener=listener)
+    other.subscribe([TOPIC])
+    seen = []
+    poll_until([slow, other], lambda: settled(cluster, "g-poll", [slow, other]), seen, message="two share")
+    owned = slow.assignment()
+    wait_until(lambda: other.poll(timeout_ms=50) is not None and other.assignment() == ALL, timeout_s=20,
+               interval_s=0, message="the other takes everything")
+    assert ray.get(slow._actor.group_state.remote())["state"] == "STALE"
+    poll_until([slow, other], lambda: settled(cluster, "g-poll", [slow, other]), seen, message="rejoined")
+    assert ("lost", frozenset(owned)) in listener.events
+    slow.close()
+    other.close()
+
+
+# ---------------------------------------------------------------------- errors through the actor
+
+def heartbeat(cluster, group_id, member_id="", epoch=0, **fields):
+    if epoch == 0:
+        fields.setdefault("rebalance_timeout_ms", 5000)
+        fields.setdefault("subscribed_topic_names", (TOPIC,))
+        fields.setdefault("topic_partitions", ())
+    return rpc(cluster, group_id, "consumer_group_heartbeat",
+               ConsumerGroupHeartbeatRequest(group_id, member_id, epoch, **fields), "test", "localhost")
+
+
+def test_every_heartbeat_error_through_the_actor(cluster):
+    g = "g-errors"
+    joined = heartbeat(cluster, g, "m1")
+    assert joined.error_code == 0 and joined.member_id == "m1" and joined.member_epoch == 1
+    assert joined.heartbeat_interval_ms == 150
+    assert {tp.topic_name: tp.partitions for tp in joined.assignment.topic_partitions} == {TOPIC: tuple(range(6))}
+
+    def error(response):
+        return Errors.for_code(response.error_code)
+
+    assert error(heartbeat(cluster, g, "m1", 7)) is Errors.FENCED_MEMBER_EPOCH
+    assert error(heartbeat(cluster, g, "nobody", 1)) is Errors.UNKNOWN_MEMBER_ID
+    assert error(heartbeat(cluster, g, "m2", server_assignor="nope")) is Errors.UNSUPPORTED_ASSIGNOR
+    assert error(heartbeat(cluster, g, "m2", rebalance_timeout_ms=-1)) is Errors.INVALID_REQUEST
+    assert error(heartbeat(cluster, g, "m2", topic_partitions=(
+        ConsumerGroupHeartbeatRequestTopicPartitions(TOPIC, (0,)),))) is Errors.INVALID_REQUEST
+    assert error(heartbeat(cluster, g, "m2", -5)) is Errors.INVALID_REQUEST
+    assert heartbeat(cluster, g, "s1", instance_id="i1").error_code == 0
+    unreleased = heartbeat(cluster, g, "s2", instance_id="i1")
+    assert error(unreleased) is Errors.UNRELEASED_INSTANCE_ID and "s1" in unreleased.error_message
+    for member in ("m3", "m4"):
+        assert heartbeat(cluster, g, member).error_code == 0
+    assert error(heartbeat(cluster, g, "m5")) is Errors.GROUP_MAX_SIZE_REACHED  # group.consumer.max.size 4
+
+    # an offset commit carries the member epoch
+    epoch = heartbeat(cluster, g, "m1", 1).member_epoch
+    commit = OffsetCommitRequest(g, (OffsetCommitRequestTopic(TOPIC, (OffsetCommitRequestPartition(0, 5),)),),
+                                 epoch - 1, "m1")
+    response = rpc(cluster, g, "offset_commit", commit)
+    assert response.topics[0].partitions[0].error_code == Errors.STALE_MEMBER_EPOCH.code
+
+    # a group id is one protocol's: a classic join to a consumer group, and the other way round
+    join = JoinGroupRequest(g, 10000, "", "consumer", (JoinGroupRequestProtocol("range", b""),), 10000)
+    assert rpc(cluster, g, "join_group", join).error_code == Errors.INCONSISTENT_GROUP_PROTOCOL.code
+    classic = cluster.consumer("g-classic", auto_offset_reset="earliest", enable_auto_commit=False,
+                               session_timeout_ms=2000, heartbeat_interval_ms=150)
+    classic.subscribe([TOPIC])
+    wait_until(lambda: classic.poll(timeout_ms=50) is not None and classic.assignment() == ALL, timeout_s=30,
+               interval_s=0, message="the classic consumer joins")
+    assert error(heartbeat(cluster, "g-classic", "m1")) is Errors.GROUP_ID_NOT_FOUND
+    classic.close()
+
+
+def test_errors_reach_the_user_of_the_consumer(cluster):
+    consumer = cluster.consumer("g-bad-assignor", **FAST, group_remote_assignor="nope")
+    consumer.subscribe([TOPIC])
+    with pytest.raises(KafkaError) as e:
+        wait_until(lambda: consumer.poll(timeout_ms=50) and False, timeout_s=20, interval_s=0)
+    assert e.value.error is Errors.UNSUPPORTED_ASSIGNOR
+    consumer.close()
+
+
+# ---------------------------------------------------------------------- faults
+
+def intervals(history, end):
+    """{partition: [(start, end)]} from one consumer's ownership log; what it still owns
+    ends at `end`."""
+    out, since = {}, {}
+    for at, kind, partitions in history:
+        for tp in partitions:
+            tp = TopicPartition(*tp)
+            if kind == "assigned":
+                assert tp not in since, f"{tp} assigned twice without a revocation"
+                since[tp] = at
+            else:
+                out.setdefault(tp, []).append((since.pop(tp), at))
+    for tp, at in since.items():
+        out.setdefault(tp, []).append((at, end))
+    return out
+
+
+def test_consumers_and_the_coordinator_killed_while_records_flow(cluster):
+    g = "g-faults"
+    consumers = [cluster.consumer(g, **FAST) for _ in range(3)]
+    for c in consumers:
+        c.subscribe([TOPIC])
+    seen, produced, logs = [], [], []
+    batch = iter(range(10 ** 6))
+
+    def flow(n=12):
+        values = [f"f{next(batch)}" for _ in range(n)]
+        produce(cluster, values)
+        produced.extend(values)
+
+    def settle(message):
+        poll_until(consumers, lambda: settled(cluster, g, consumers), seen, message=message)
+
+    def kill_consumer(victim):
+        settle("stable before the kill")  # nothing moves between reading its log and the kill
+        history = ray.get(victim._actor.ownership_history.remote())
+        ray.kill(victim._actor, no_restart=False)
+        consumers.remove(victim)
+        logs.append(intervals(history, time.time()))
+
+    coordinator = cluster.group_coordinator(g)
+    flow()
+    settle("three share")
+    flow()
+    kill_consumer(consumers[0])
+    flow()
+    ray.kill(coordinator, no_restart=False)  # while the two take over the dead one's partitions
+    flow()
+    settle("two share after the coordinator came back")
+    newcomer = cluster.consumer(g, **FAST)
+    newcomer.subscribe([TOPIC])
+    consumers.append(newcomer)
+    poll_until(consumers, lambda: bool(newcomer.assignment()), seen, message="the newcomer gets partitions")
+    ray.kill(coordinator, no_restart=False)  # during the rebalance
+    flow()
+    kill_consumer(consumers[1])
+    flow()
+    settle("the last two share")
+    poll_until(consumers, lambda: set(produced) <= set(seen), seen, message="every record delivered")
+
+    now = time.time()
+    for c in consumers:
+        logs.append(intervals(ray.get(c._actor.ownership_history.remote()), now))
+    for tp in ALL:
+        spans = sorted(span for log in logs for span in log.get(tp, []))
+        assert spans, f"{tp} was never owned"
+        for (_, end), (start, _) in zip(spans, spans[1:]):
+            assert end <= start, f"{tp} had two owners at once: {spans}"
+    assert set().union(*(c.assignment() for c in consumers)) == ALL
+    for c in consumers:
+        c.close()
