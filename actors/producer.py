@@ -116,6 +116,7 @@ class Producer:
         self._txn = TransactionManager(cluster, self.client_id, transactional_id, transaction_timeout_ms,
                                        max_block_ms) if idempotent else None
         self._next_sequence: dict[tuple[str, int], int] = {}
+        self._sequence_started: set[tuple[str, int]] = set()  # a batch was acknowledged since the numbering began
         self._sender = threading.Thread(target=self._run, name=f"{self.client_id}-sender", daemon=True)
         self._sender.start()
 
@@ -284,7 +285,10 @@ class Producer:
             in_flight[(b.topic, b.partition)] = in_flight.get((b.topic, b.partition), 0) + 1
         ready = []
         for tp, queue in self._queued.items():
-            room = self._max_in_flight - in_flight.get(tp, 0)
+            # A leader accepts any first sequence from a producer it does not know, so until
+            # the first batch is in, a later one (Ray may deliver it first) must not go.
+            limit = self._max_in_flight if self._txn is None or tp in self._sequence_started else 1
+            room = limit - in_flight.get(tp, 0)
             # In order: a batch waiting for its retry holds back the ones behind it.
             while queue and room > 0 and queue[0].retry_at <= now:
                 ready.append(queue.pop(0))
@@ -305,6 +309,7 @@ class Producer:
         with self._cond:
             if (producer_id, epoch) != self._txn.sequences_for:
                 self._next_sequence.clear()
+                self._sequence_started.clear()
                 self._txn.sequences_for = (producer_id, epoch)
             for b in batches:
                 if b.base_sequence is None:
@@ -354,11 +359,18 @@ class Producer:
                 response = ray.get(ref)
             except Exception as e:
                 self._cluster._forget(naming.partition_leader(batch.topic, batch.partition))
+                with self._cond:
+                    # A restarted leader may have lost every batch of ours: one at a time again.
+                    self._sequence_started.discard((batch.topic, batch.partition))
                 self._retry_or_fail(batch, to_kafka_error(e))
                 continue
             if response.error_code:
                 self._retry_or_fail(batch, KafkaError(Errors.for_code(response.error_code), response.error_message))
                 continue
+            if self._txn is not None:
+                with self._cond:
+                    if (batch.producer_id, batch.producer_epoch) == self._txn.sequences_for:
+                        self._sequence_started.add((batch.topic, batch.partition))
             for i, (future, (ksize, vsize, ts)) in enumerate(zip(batch.futures, batch.sizes)):
                 future.set_result(RecordMetadata(batch.topic, batch.partition, response.base_offset + i, ts,
                                                  ksize, vsize))
