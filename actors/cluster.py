@@ -321,6 +321,11 @@ class Cluster:
 
     # ------------------------------------------------------------------ clients
 
+    def admin(self, timeout_s: float = 30.0) -> "Admin":
+        """Kafka's Admin API for groups, share groups and transactions (actors/admin.py)."""
+        from .admin import Admin
+        return Admin(self, timeout_s)
+
     def producer(self, **config) -> "Producer":
         from .producer import Producer
         return Producer(self, **config)
