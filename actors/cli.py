@@ -248,6 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load_command_groups() -> None:
+    from .cli_groups import add_commands as add_group_commands
+    if add_group_commands not in COMMAND_GROUPS:
+        COMMAND_GROUPS.append(add_group_commands)
     try:
         from spark_bridge.cli import add_commands
     except ImportError:
