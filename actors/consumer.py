@@ -69,6 +69,7 @@ DEFAULT_CONFIG: dict = {
     "metadata_max_age_ms": 300000,
     "key_deserializer": None,
     "value_deserializer": None,
+    "consumer_timeout_ms": float("inf"),  # how long iterating waits for a record before it stops
 }
 
 # Events the actor hands to the facade with a poll: (kind, partitions).
@@ -261,6 +262,10 @@ class ConsumerActor(ClientActor):
             part = self._owned(TopicPartition(*tp))
             part.paused = paused
             part.space.set()
+
+    async def list_offsets(self, partitions, timestamp: int) -> dict:
+        tps = [TopicPartition(*tp) for tp in partitions]
+        return dict(zip(tps, await asyncio.gather(*(self._list_offset(tp, timestamp) for tp in tps))))
 
     async def paused(self) -> set:
         return {tp for tp, p in self.parts.items() if p.paused}
@@ -750,6 +755,8 @@ class Consumer(ClientFacade):
         self._listener: ConsumerRebalanceListener | None = None
         self._async_commits: list[tuple[Any, dict | None, Callable | None]] = []
         self._closed = False
+        self._subscription: set = set()
+        self._iterated: deque = deque()
         super().__init__(cluster, "consumer", _actor_class(settings["group_protocol"]), client_id, group_id, settings)
 
     # ------------------------------------------------------------------ subscription
@@ -759,8 +766,13 @@ class Consumer(ClientFacade):
             topics = [topics]
         self._listener = listener
         self._call("subscribe", list(topics), listener is not None)
+        self._subscription = set(topics)
+
+    def subscription(self) -> set | None:
+        return set(self._subscription) if self._subscription else None
 
     def unsubscribe(self) -> None:
+        self._subscription = set()
         self._run_callbacks(self._call("unsubscribe"))
 
     def assign(self, partitions) -> None:
@@ -825,6 +837,27 @@ class Consumer(ClientFacade):
 
     def paused(self) -> set:
         return self._call("paused")
+
+    def beginning_offsets(self, partitions) -> dict:
+        return self._call("list_offsets", list(partitions), EARLIEST_TIMESTAMP)
+
+    def end_offsets(self, partitions) -> dict:
+        return self._call("list_offsets", list(partitions), LATEST_TIMESTAMP)
+
+    def __iter__(self) -> "Consumer":
+        return self
+
+    def __next__(self) -> ConsumerRecord:
+        """kafka-python's iteration: records one by one; stops after consumer_timeout_ms
+        without one."""
+        deadline = time.monotonic() + self.config["consumer_timeout_ms"] / 1000
+        while not self._iterated:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise StopIteration
+            batch = self.poll(timeout_ms=int(min(remaining, 1.0) * 1000))
+            self._iterated.extend(r for records in batch.values() for r in records)
+        return self._iterated.popleft()
 
     # ------------------------------------------------------------------ offsets
 

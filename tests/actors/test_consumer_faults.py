@@ -194,3 +194,15 @@ def test_a_commit_in_on_partitions_revoked_counts(cluster):
     assert commits and commits[0] == {tp: OffsetAndMetadata(end[tp], "", -1) for tp in ALL}
     first.close()
     second.close()
+
+
+def test_kafka_python_extras_offsets_subscription_and_iteration(cluster):
+    c = cluster.consumer("g-iter", consumer_timeout_ms=1500, **FAST)
+    assert c.subscription() is None
+    c.subscribe(["orders"])
+    assert c.subscription() == {"orders"}
+    ends = c.end_offsets(sorted(ALL))
+    assert c.beginning_offsets(sorted(ALL)) == {tp: 0 for tp in ALL}
+    values = [r.value for r in c]  # stops once nothing came for consumer_timeout_ms
+    assert len(values) == sum(ends.values())
+    c.close()
