@@ -46,6 +46,8 @@ class OffsetMetadataManager:
         self.retention_ms = int(config.get("offsets.retention.minutes", 10080)) * 60_000
         # group -> topic -> partition -> OffsetAndMetadata
         self.offsets: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
+        # (group, topic, partition) -> producer id -> offset of an open transaction (txn_offsets.py)
+        self.pending_txn: dict[tuple[str, str, int], dict[int, OffsetAndMetadata]] = {}
 
     # ------------------------------------------------------------------ OffsetCommit
 
@@ -103,8 +105,9 @@ class OffsetMetadataManager:
         offsets = self.offsets.get(group_id, {}) if group is not None else {}
         unstable = require_stable and pending_from is not None
 
-        def answer(partition: int, o: OffsetAndMetadata | None) -> OffsetFetchResponsePartitions:
-            if unstable and o is not None and o.record_offset >= pending_from:
+        def answer(topic: str, partition: int, o: OffsetAndMetadata | None) -> OffsetFetchResponsePartitions:
+            if (unstable and o is not None and o.record_offset >= pending_from) or (
+                    require_stable and (group_id, topic, partition) in self.pending_txn):
                 return OffsetFetchResponsePartitions(partition, error_code=Errors.UNSTABLE_OFFSET_COMMIT.code)
             if o is None:
                 return OffsetFetchResponsePartitions(partition)
@@ -112,11 +115,11 @@ class OffsetMetadataManager:
 
         if request.topics is None:
             topics = tuple(
-                OffsetFetchResponseTopics(topic, tuple(answer(p, o) for p, o in sorted(parts.items())))
+                OffsetFetchResponseTopics(topic, tuple(answer(topic, p, o) for p, o in sorted(parts.items())))
                 for topic, parts in sorted(offsets.items()))
         else:
             topics = tuple(
-                OffsetFetchResponseTopics(t.name, tuple(answer(p, offsets.get(t.name, {}).get(p))
+                OffsetFetchResponseTopics(t.name, tuple(answer(t.name, p, offsets.get(t.name, {}).get(p))
                                                         for p in t.partition_indexes))
                 for t in request.topics)
         return OffsetFetchResponseGroup(group_id, topics)

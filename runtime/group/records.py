@@ -13,6 +13,8 @@ from ..codec import Record, register
 __all__ = [
     "OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey", "GroupMetadataValue", "GroupMetadataMember",
     "offset_commit_record", "offset_commit_tombstone", "group_metadata_record", "group_metadata_tombstone",
+    "PendingTxnOffsetCommitKey", "PendingTxnOffsetCommitValue", "pending_txn_offset_commit_record",
+    "pending_txn_offset_commit_tombstone",
 ]
 
 
@@ -67,6 +69,36 @@ def offset_commit_record(group: str, topic: str, partition: int, offset: int, le
 
 def offset_commit_tombstone(group: str, topic: str, partition: int) -> Record:
     return Record(OffsetCommitKey(group, topic, partition))
+
+
+# Transactional offset commits (TxnOffsetCommit): pending until the transaction's marker. The
+# marker turns them into OffsetCommit records (commit) and tombstones them, so that a
+# compacted log replays to the same state.
+class PendingTxnOffsetCommitKey(NamedTuple):
+    group: str
+    topic: str
+    partition: int
+    producer_id: int
+
+
+class PendingTxnOffsetCommitValue(NamedTuple):
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+    producer_epoch: int
+
+
+register(18, PendingTxnOffsetCommitKey, PendingTxnOffsetCommitValue)
+
+
+def pending_txn_offset_commit_record(group: str, topic: str, partition: int, producer_id: int,
+                                     value: PendingTxnOffsetCommitValue) -> Record:
+    return Record(PendingTxnOffsetCommitKey(group, topic, partition, producer_id), value)
+
+
+def pending_txn_offset_commit_tombstone(group: str, topic: str, partition: int, producer_id: int) -> Record:
+    return Record(PendingTxnOffsetCommitKey(group, topic, partition, producer_id))
 
 
 def group_metadata_record(group: str, protocol_type: str, generation: int, protocol: str | None,

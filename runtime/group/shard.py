@@ -22,8 +22,9 @@ from .classic import ClassicGroupManager
 from .configs import GroupConfigManager
 from .consumer import ConsumerGroupManager
 from .offsets import OffsetMetadataManager
-from .records import GroupMetadataKey, OffsetCommitKey, group_metadata_tombstone
+from .records import GroupMetadataKey, OffsetCommitKey, PendingTxnOffsetCommitKey, group_metadata_tombstone
 from .share import ShareGroupManager
+from .txn_offsets import TxnOffsetManager
 
 __all__ = ["GroupCoordinatorShard", "EXPIRE_GROUP_METADATA_KEY"]
 
@@ -35,6 +36,7 @@ class GroupCoordinatorShard:
         self.context = context
         self.groups: dict = {}
         self.offsets = OffsetMetadataManager(context.config, self.groups)
+        self.txn_offsets = TxnOffsetManager(self.offsets)
         self.classic = ClassicGroupManager(context, self.groups)
         self.retention_check_interval_ms = int(context.config.get("offsets.retention.check.interval.ms", 600000))
         self.configs = GroupConfigManager(context.config)
@@ -42,6 +44,7 @@ class GroupCoordinatorShard:
         self.share = ShareGroupManager(context, self.groups, self.configs)
         self.replayers = {
             OffsetCommitKey: self.offsets.replay_offset_commit,
+            PendingTxnOffsetCommitKey: self.txn_offsets.replay,
             GroupMetadataKey: self.classic.replay_group_metadata,
             **self.consumer.replayers(),
             **self.share.replayers(),
@@ -144,6 +147,16 @@ class GroupCoordinatorShard:
         response waits for the current batch) makes require_stable fetches answer
         UNSTABLE_OFFSET_COMMIT for commits at or after it."""
         return self.offsets.fetch(request, pending_from)
+
+    def txn_offset_commit(self, request, now_ms: int) -> Result:
+        """Offsets committed with a transaction: pending until `complete_txn_offsets`."""
+        records, response = self.txn_offsets.txn_offset_commit(request, now_ms)
+        return Result(records, response)
+
+    def complete_txn_offsets(self, producer_id: int, commit: bool, now_ms: int) -> Result:
+        """A transaction marker for this partition: commit or discard the producer's pending
+        offsets. Result response: None."""
+        return Result(self.txn_offsets.complete(producer_id, commit))
 
     def offset_delete(self, request: OffsetDeleteRequest, now_ms: int) -> Result:
         records, response = self.offsets.delete_offsets(request)

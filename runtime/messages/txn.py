@@ -1,6 +1,7 @@
 """Transaction coordinator messages: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
-EndTxn, DescribeTransactions and ListTransactions, as of Kafka 4.x, and WriteTxnMarkers, which
-the coordinator sends to partition leaders.
+EndTxn, DescribeTransactions and ListTransactions, as of Kafka 4.x, WriteTxnMarkers, which
+the coordinator sends to partition leaders (and group coordinators), and TxnOffsetCommit,
+which a transactional producer sends to the group coordinator.
 
 Kafka's DescribeTransactions and ListTransactions responses both name a nested struct
 `TransactionState`, and DescribeTransactions has a `TopicData`; they would collide in the flat
@@ -24,6 +25,8 @@ __all__ = [
     "WritableTxnMarkerTopic", "WritableTxnMarker", "WriteTxnMarkersRequest",
     "WritableTxnMarkerPartitionResult", "WritableTxnMarkerTopicResult", "WritableTxnMarkerResult",
     "WriteTxnMarkersResponse",
+    "TxnOffsetCommitRequestPartition", "TxnOffsetCommitRequestTopic", "TxnOffsetCommitRequest",
+    "TxnOffsetCommitResponsePartition", "TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponse",
 ]
 
 
@@ -211,3 +214,47 @@ class WritableTxnMarkerResult:
 @dataclass(frozen=True)
 class WriteTxnMarkersResponse:
     markers: tuple[WritableTxnMarkerResult, ...] = ()
+
+
+@dataclass(frozen=True)
+class TxnOffsetCommitRequestPartition:
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int = -1
+    committed_metadata: str | None = None
+
+
+@dataclass(frozen=True)
+class TxnOffsetCommitRequestTopic:
+    name: str
+    partitions: tuple[TxnOffsetCommitRequestPartition, ...] = ()
+
+
+@dataclass(frozen=True)
+class TxnOffsetCommitRequest:
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+    topics: tuple[TxnOffsetCommitRequestTopic, ...] = ()
+
+
+@dataclass(frozen=True)
+class TxnOffsetCommitResponsePartition:
+    partition_index: int
+    error_code: int = 0
+
+
+@dataclass(frozen=True)
+class TxnOffsetCommitResponseTopic:
+    name: str
+    partitions: tuple[TxnOffsetCommitResponsePartition, ...] = ()
+
+
+@dataclass(frozen=True)
+class TxnOffsetCommitResponse:
+    topics: tuple[TxnOffsetCommitResponseTopic, ...] = ()
+    throttle_time_ms: int = 0
