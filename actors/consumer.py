@@ -139,7 +139,8 @@ class ConsumerActor(ClientActor):
         self.barrier: int | None = None
         self.barrier_done: asyncio.Event | None = None
         self.barriers = itertools.count(1)
-        self.error: Exception | None = None
+        self.error: Exception | None = None  # raised by the next poll
+        self.fatal: Exception | None = None  # raised by every poll: the group loop has stopped
         self.last_poll = time.monotonic()
         self.poll_expired = False
         self.closed = False
@@ -207,8 +208,8 @@ class ConsumerActor(ClientActor):
         deadline = self.last_poll + max(timeout_ms, 0) / 1000
         limit = max_records or self.s["max_poll_records"]
         while True:
-            if self.error is not None:
-                error, self.error = self.error, None
+            if self.error is not None or self.fatal is not None:
+                error, self.error = self.error or self.fatal, None
                 return PollResult({}, self._take_events(), self.barrier, error)
             events = self._take_events()
             records = self._drain(limit)
@@ -334,7 +335,7 @@ class ConsumerActor(ClientActor):
                     await asyncio.sleep(self.s["retry_backoff_ms"] / 1000)
                     continue
                 log.error("%s: leaving the group loop: %s", self.client_id, e)
-                self.error = e
+                self.fatal = e
                 self.data.set()
                 return
 

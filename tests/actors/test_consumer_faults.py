@@ -155,6 +155,8 @@ def test_coordinator_errors_reach_the_user(cluster):
     with pytest.raises(KafkaError) as e:
         wait_until(lambda: c.poll(timeout_ms=50) and False, message="the error")
     assert e.value.error is Errors.INVALID_SESSION_TIMEOUT
+    with pytest.raises(KafkaError):  # the member cannot go on: every poll says so
+        c.poll(timeout_ms=10)
     c.close()
     with pytest.raises(KafkaError) as e:
         cluster.consumer("g-bad", partition_assignment_strategy=["nope"], **FAST)
