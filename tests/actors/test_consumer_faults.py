@@ -208,3 +208,16 @@ def test_kafka_python_extras_offsets_subscription_and_iteration(cluster):
     values = [r.value for r in c]  # stops once nothing came for consumer_timeout_ms
     assert len(values) == sum(ends.values())
     c.close()
+
+
+def test_close_commits_what_was_consumed_and_leaves(cluster):
+    c = cluster.consumer("g-close", **dict(FAST, enable_auto_commit=True, auto_commit_interval_ms=600000))
+    c.subscribe(["orders"])
+    end = end_offsets(cluster)
+    poll_until([c], lambda: c.assignment() == ALL and all(c.position(tp) == end[tp] for tp in ALL),
+               message="all read")
+    c.close()  # the interval never came: only close committed
+    assert group_state(cluster, "g-close").group_state == "Empty"
+    reader = cluster.consumer("g-close", **FAST)
+    assert {tp: reader.committed(tp) for tp in ALL} == {tp: OffsetAndMetadata(end[tp], "", -1) for tp in ALL}
+    reader.close()
