@@ -16,7 +16,7 @@ import uuid
 import ray
 
 from runtime.coordinator import Result
-from runtime.errors import KafkaError
+from runtime.errors import Errors, KafkaError
 from runtime.group.shard import GroupCoordinatorShard
 from runtime.messages.consumer import (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
                                        ConsumerGroupDescribeResponseDescribedGroup, ConsumerGroupHeartbeatRequest,
@@ -29,6 +29,9 @@ from runtime.messages.group import (
     error_response,
 )
 from runtime.messages.topics import MetadataRequest
+from runtime.messages.txn import (TxnOffsetCommitRequest, TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition,
+                                  TxnOffsetCommitResponseTopic, WriteTxnMarkersRequest, WriteTxnMarkersResponse)
+from runtime.txn.coordinator import OFFSETS_TOPIC
 
 from . import naming
 from .retry import call_async
@@ -99,6 +102,34 @@ class GroupCoordinatorActor(ShardHost):
 
     async def offset_delete(self, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
         return await self._answer_write(request, lambda s, now: s.offset_delete(request, now))
+
+    # ------------------------------------------------------------------ transactions
+
+    async def txn_offset_commit(self, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+        """Offsets of a transaction: pending until its marker (write_txn_markers)."""
+        try:
+            return await self._write(lambda s, now: s.txn_offset_commit(request, now))
+        except KafkaError as e:
+            return TxnOffsetCommitResponse(tuple(TxnOffsetCommitResponseTopic(t.name, tuple(
+                TxnOffsetCommitResponsePartition(p.partition_index, e.code) for p in t.partitions))
+                for t in request.topics))
+
+    async def write_txn_markers(self, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+        """The transaction coordinator's markers for this __consumer_offsets partition."""
+        results = []
+        for marker in request.markers:
+            for topic in marker.topics:
+                for partition in topic.partition_indexes:
+                    code = Errors.NOT_LEADER_OR_FOLLOWER.code
+                    if (topic.name, partition) == (OFFSETS_TOPIC, self.runtime.partition):
+                        try:
+                            await self._write(lambda s, now, m=marker: s.complete_txn_offsets(
+                                m.producer_id, m.transaction_result, now))
+                            code = Errors.NONE.code
+                        except KafkaError as e:
+                            code = e.code
+                    results.append((marker.producer_id, topic.name, partition, code))
+        return WriteTxnMarkersResponse.from_results(results)
 
     # ------------------------------------------------------------------ admin
 

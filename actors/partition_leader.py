@@ -19,8 +19,7 @@ from runtime.errors import Errors, KafkaError
 from runtime.log import LogWriteError
 from runtime.messages.topics import (FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
                                      ProduceRequest, ProduceResponse)
-from runtime.messages.txn import (WritableTxnMarkerPartitionResult, WritableTxnMarkerResult,
-                                  WritableTxnMarkerTopicResult, WriteTxnMarkersRequest, WriteTxnMarkersResponse)
+from runtime.messages.txn import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from runtime.topics.partition import PartitionLog
 
 from .shard_host import _truthy, now_ms
@@ -140,12 +139,7 @@ class PartitionLeaderActor:
         if appended and await self._durable() is not None:
             results = [(pid, t, p, Errors.KAFKA_STORAGE_ERROR.code if code == 0 else code)
                        for pid, t, p, code in results]
-        by_producer: dict[int, dict[str, list]] = {}
-        for pid, t, p, code in results:
-            by_producer.setdefault(pid, {}).setdefault(t, []).append(WritableTxnMarkerPartitionResult(p, code))
-        return WriteTxnMarkersResponse(tuple(
-            WritableTxnMarkerResult(pid, tuple(WritableTxnMarkerTopicResult(t, tuple(ps)) for t, ps in topics.items()))
-            for pid, topics in by_producer.items()))
+        return WriteTxnMarkersResponse.from_results(results)
 
     def _flush(self) -> None:
         self._flush_scheduled = False

@@ -194,6 +194,12 @@ class Producer:
     def begin_transaction(self) -> None:
         self._transactional().begin_transaction()
 
+    def send_offsets_to_transaction(self, offsets: dict, group_metadata) -> None:
+        """Commit a consumer's offsets ({TopicPartition: OffsetAndMetadata or offset}) with
+        this transaction (consume-transform-produce). ``group_metadata`` is the group id, or
+        an object with its ``group_id`` and the member's ``generation_id``/``member_id``."""
+        self._transactional().send_offsets_to_transaction(offsets, group_metadata)
+
     def commit_transaction(self) -> None:
         """Send everything, then commit. Returns once read_committed consumers can read it."""
         txn = self._transactional()

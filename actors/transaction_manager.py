@@ -15,8 +15,10 @@ from typing import Any
 
 from runtime.errors import Errors, KafkaError
 from runtime.hashing import partition_for
-from runtime.messages.txn import (AddPartitionsToTxnRequest, AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
-                                  EndTxnRequest, InitProducerIdRequest)
+from runtime.messages.txn import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AddPartitionsToTxnTopic,
+                                  AddPartitionsToTxnTransaction, EndTxnRequest, InitProducerIdRequest,
+                                  TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic)
+from runtime.txn.coordinator import OFFSETS_TOPIC
 
 from . import naming
 from .errors import RETRIABLE_COORDINATOR_ERRORS
@@ -90,12 +92,22 @@ class TransactionManager:
 
     # ------------------------------------------------------------------ coordinator calls
 
-    def _coordinator_call(self, method: str, request: Any) -> Any:
-        key = self.transactional_id if self.transactional else self._client_id
-        name = naming.transaction_coordinator(
-            partition_for(key, int(self._cluster.config["transaction.state.log.num.partitions"])))
+    def _coordinator_call(self, method: str, request: Any, group_id: str | None = None) -> Any:
+        """Call the transaction coordinator (or the group's coordinator), retrying while it
+        moves, loads or finishes the previous transaction."""
+        if group_id is None:
+            key = self.transactional_id if self.transactional else self._client_id
+            name = naming.transaction_coordinator(
+                partition_for(key, int(self._cluster.config["transaction.state.log.num.partitions"])))
+        else:
+            name = naming.group_coordinator(
+                partition_for(group_id, int(self._cluster.config["offsets.topic.num.partitions"])))
         return call(lambda: self._cluster._actor(name), method, request, timeout_s=self._max_block_s,
                     on_failure=lambda: self._cluster._forget(name), retry_on=_RETRY_ON)
+
+    def _fail_transaction(self, error: KafkaError) -> None:
+        with self._lock:
+            self._transition(TxnState.FATAL_ERROR if error.error in _FATAL else TxnState.ABORTABLE_ERROR, error)
 
     def _init_producer_id(self, current: tuple[int, int] | None) -> None:
         producer_id, epoch = current or (-1, -1)
@@ -127,6 +139,40 @@ class TransactionManager:
             self._raise_if_failed()
             self._transition(TxnState.IN_TRANSACTION)
             self._partitions = set()
+
+    def send_offsets_to_transaction(self, offsets: dict, group_metadata) -> None:
+        """AddOffsetsToTxn, then TxnOffsetCommit to the group's coordinator: the offsets are
+        committed with the transaction. ``offsets`` maps (topic, partition) to an offset or
+        an OffsetAndMetadata; ``group_metadata`` is a group id or has ``group_id`` (and
+        ``generation_id``, ``member_id``, ``group_instance_id`` to be checked as a member's)."""
+        group_id = group_metadata if isinstance(group_metadata, str) else group_metadata.group_id
+        with self._lock:
+            self._raise_if_failed()
+            if self.state is not TxnState.IN_TRANSACTION:
+                raise KafkaError(Errors.INVALID_TXN_STATE, f"cannot send offsets in state {self.state.value}")
+        by_topic: dict[str, list] = {}
+        for (topic, partition), o in sorted(offsets.items()):
+            offset, metadata, epoch = (o, "", -1) if isinstance(o, int) else (o.offset, o.metadata, o.leader_epoch)
+            by_topic.setdefault(topic, []).append(TxnOffsetCommitRequestPartition(partition, offset, epoch, metadata))
+        try:
+            response = self._coordinator_call("add_offsets_to_txn", AddOffsetsToTxnRequest(
+                self.transactional_id, self.producer_id, self.producer_epoch, group_id))
+            if response.error_code:
+                raise KafkaError(Errors.for_code(response.error_code), "AddOffsetsToTxn failed")
+            with self._lock:
+                self._partitions.add((OFFSETS_TOPIC, partition_for(
+                    group_id, int(self._cluster.config["offsets.topic.num.partitions"]))))
+            response = self._coordinator_call("txn_offset_commit", TxnOffsetCommitRequest(
+                self.transactional_id, group_id, self.producer_id, self.producer_epoch,
+                getattr(group_metadata, "generation_id", -1), getattr(group_metadata, "member_id", ""),
+                getattr(group_metadata, "group_instance_id", None),
+                tuple(TxnOffsetCommitRequestTopic(t, tuple(ps)) for t, ps in by_topic.items())), group_id=group_id)
+            code = next((p.error_code for t in response.topics for p in t.partitions if p.error_code), 0)
+            if code:
+                raise KafkaError(Errors.for_code(code), "TxnOffsetCommit failed")
+        except KafkaError as e:
+            self._fail_transaction(e)
+            raise
 
     def raise_if_cannot_send(self) -> None:
         if not self.transactional:
@@ -217,8 +263,7 @@ class TransactionManager:
                     raise KafkaError(error, "AddPartitionsToTxn failed")
                 break
             except KafkaError as e:
-                with self._lock:
-                    self._transition(TxnState.FATAL_ERROR if e.error in _FATAL else TxnState.ABORTABLE_ERROR, e)
+                self._fail_transaction(e)
                 raise
         with self._lock:
             self._partitions.update(new)

@@ -215,6 +215,17 @@ class WritableTxnMarkerResult:
 class WriteTxnMarkersResponse:
     markers: tuple[WritableTxnMarkerResult, ...] = ()
 
+    @classmethod
+    def from_results(cls, results) -> "WriteTxnMarkersResponse":
+        """From (producer id, topic, partition, error code) per marker partition, in order."""
+        by_producer: dict[int, dict[str, list]] = {}
+        for producer_id, topic, partition, code in results:
+            by_producer.setdefault(producer_id, {}).setdefault(topic, []).append(
+                WritableTxnMarkerPartitionResult(partition, code))
+        return cls(tuple(WritableTxnMarkerResult(pid, tuple(WritableTxnMarkerTopicResult(t, tuple(ps))
+                                                            for t, ps in topics.items()))
+                         for pid, topics in by_producer.items()))
+
 
 @dataclass(frozen=True)
 class TxnOffsetCommitRequestPartition:

@@ -282,3 +282,33 @@ def test_a_coordinator_killed_between_prepare_and_complete_finishes_the_commit(c
     wait_until(lambda: describe(cluster, "tx-failover").transaction_state == "CompleteCommit", 60)
     assert values(cluster, "failover") == [b"survives"]
     producer.close()
+
+
+# ---------------------------------------------------------------------- offsets in transactions
+
+
+def fetch_committed(cluster, group_id, topic, stable=True):
+    from runtime.messages.group import OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopics
+    request = OffsetFetchRequest((OffsetFetchRequestGroup(group_id, topics=(OffsetFetchRequestTopics(topic, (0,)),)),),
+                                 require_stable=stable)
+    (p,) = ray.get(cluster.group_coordinator(group_id).offset_fetch.remote(request), timeout=30).groups[0].topics[0] \
+        .partitions
+    return p.error_code, p.committed_offset
+
+
+def test_offsets_sent_to_a_transaction_commit_and_abort_with_it(cluster, topic):
+    from actors import OffsetAndMetadata, TopicPartition
+    with cluster.producer(transactional_id="tx-offsets", linger_ms=1) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, b"with offsets")
+        producer.send_offsets_to_transaction({TopicPartition("input", 0): OffsetAndMetadata(5, "m")}, "txn-group")
+        assert fetch_committed(cluster, "txn-group", "input") == (Errors.UNSTABLE_OFFSET_COMMIT.code, -1)
+        producer.commit_transaction()
+        assert fetch_committed(cluster, "txn-group", "input") == (0, 5)
+
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction({TopicPartition("input", 0): 9}, "txn-group")
+        producer.abort_transaction()  # offsets only: the coordinator still has a transaction to end
+        assert fetch_committed(cluster, "txn-group", "input") == (0, 5)
+    assert describe(cluster, "tx-offsets").transaction_state == "CompleteAbort"
