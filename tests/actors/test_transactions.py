@@ -312,3 +312,61 @@ def test_offsets_sent_to_a_transaction_commit_and_abort_with_it(cluster, topic):
         producer.abort_transaction()  # offsets only: the coordinator still has a transaction to end
         assert fetch_committed(cluster, "txn-group", "input") == (0, 5)
     assert describe(cluster, "tx-offsets").transaction_state == "CompleteAbort"
+
+
+def test_consume_transform_produce_crashing_at_random_points_yields_each_result_once(cluster):
+    """Each incarnation reads the group's stable offset, transforms a few records at a time in
+    transactions that also commit the input offsets, and 'crashes' (is abandoned mid-way,
+    a zombie whose batches may still arrive) at random points. The output, read with
+    read_committed, holds every input's result exactly once, in order."""
+    import random
+
+    from actors import TopicPartition
+    cluster.create_topic("ctp-in", 1)
+    cluster.create_topic("ctp-out", 1)
+    total = 120
+    with cluster.producer(linger_ms=1) as plain:
+        for i in range(total):
+            plain.send("ctp-in", str(i).encode())
+    rng = random.Random(7)
+    zombies = []
+    position = 0
+    incarnations = 0
+    while position < total:
+        incarnations += 1
+        producer = cluster.producer(transactional_id="ctp", linger_ms=1)
+        producer.init_transactions()  # fences the zombie and aborts what it left open
+        code, position = wait_until(lambda: (lambda r: r if r[0] == 0 else None)(
+            fetch_committed(cluster, "ctp-group", "ctp-in")), message="a stable input offset")
+        position = max(position, 0)
+        crashed = False
+        while position < total and not crashed:
+            batch = fetch(cluster, "ctp-in", False, position).batches
+            records = [r for b in batches_of(batch) for r in b if r.offset >= position][:rng.randint(1, 15)]
+            crash_at = rng.choice(["before-offsets", "before-commit", "after-commit", None, None, None])
+            producer.begin_transaction()
+            for r in records:
+                producer.send("ctp-out", b"out-" + r.value)
+            if crash_at == "before-offsets":
+                crashed = True
+                break
+            next_position = records[-1].offset + 1
+            producer.send_offsets_to_transaction({TopicPartition("ctp-in", 0): next_position}, "ctp-group")
+            if crash_at == "before-commit":
+                crashed = True
+                break
+            producer.commit_transaction()
+            position = next_position
+            crashed = crash_at == "after-commit"
+        zombies.append(producer)
+    assert incarnations > 3
+    assert values(cluster, "ctp-out") == [f"out-{i}".encode() for i in range(total)]
+    for zombie in zombies:
+        try:
+            zombie.close(5)
+        except KafkaError:
+            pass  # a fenced zombie cannot flush
+
+
+def batches_of(fetched):
+    return [decode_entries(b.records, b.base_offset) for b in fetched if not b.is_control]
