@@ -65,6 +65,7 @@ class SharePartitionActor:
         self._timer_wake: asyncio.Event | None = None
         self._timer: asyncio.Task | None = None
         self._watcher: asyncio.Task | None = None
+        self._reading = False  # a leader read for acquisition is under way
         self._high_watermark = -1  # of the last leader read; -1 before the first
         self._tasks: set[asyncio.Task] = set()
 
@@ -292,8 +293,16 @@ class SharePartitionActor:
             sp = await self._active()
             changed = self._changed
             offset = sp.next_fetch_offset()
-            if sp.can_acquire_records() and (self._high_watermark < 0 or offset < self._high_watermark):
-                got = await self._read_and_acquire(sp, request, offset, max_records, deadline)
+            if (not self._reading and sp.can_acquire_records()
+                    and (self._high_watermark < 0 or offset < self._high_watermark)):
+                # One leader read at a time: concurrent fetchers would read the same records
+                # and all but one would find them taken. The others wait for its notify.
+                self._reading = True
+                try:
+                    got = await self._read_and_acquire(sp, request, offset, max_records, deadline)
+                finally:
+                    self._reading = False
+                    self._notify()
                 if got is not None:
                     return got
                 if sp.next_fetch_offset() != offset and time.monotonic() < deadline:
