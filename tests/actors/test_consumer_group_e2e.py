@@ -153,6 +153,43 @@ def test_a_consumer_that_stops_polling_leaves_and_rejoins(cluster):
     other.close()
 
 
+def test_a_member_that_does_not_revoke_in_time_is_fenced_loses_its_partitions_and_rejoins(cluster):
+    listener = Recorder()
+    stuck = cluster.consumer("g-fence", **dict(FAST, rebalance_timeout_ms=2000))
+    stuck.subscribe([TOPIC], listener=listener)
+    seen = []
+    poll_until([stuck], lambda: stuck.assignment() == ALL, seen, message="it owns everything")
+    other = cluster.consumer("g-fence", **FAST)
+    other.subscribe([TOPIC])
+    # its application does not poll, so on_partitions_revoked cannot run and it cannot
+    # revoke: past the rebalance timeout the coordinator fences it
+    wait_until(lambda: other.poll(timeout_ms=50) is not None and any(
+        kind == "lost" for _, kind, _ in ray.get(stuck._actor.ownership_history.remote())),
+        timeout_s=30, interval_s=0, message="fenced")
+    poll_until([stuck, other], lambda: settled(cluster, "g-fence", [stuck, other]), seen, message="rejoined")
+    kinds = [kind for kind, _ in listener.events]
+    assert kinds[:3] == ["assigned", "revoked", "lost"]
+    assert "assigned" in kinds[3:] and stuck.assignment()  # rejoined with epoch 0 and got partitions again
+    stuck.close()
+    other.close()
+
+
+def test_members_follow_topics_as_they_grow_and_go(cluster):
+    cluster.create_topic("grow", 1)
+    consumer = cluster.consumer("g-grow", **FAST)
+    consumer.subscribe(["grow"])
+
+    def owns(partitions):
+        return lambda: consumer.poll(timeout_ms=50) is not None and consumer.assignment() == partitions
+    wait_until(owns({TopicPartition("grow", 0)}), timeout_s=30, interval_s=0, message="it owns grow-0")
+    cluster.create_partitions("grow", 2)  # the coordinator is told at once (notify_topics)
+    wait_until(owns({TopicPartition("grow", 0), TopicPartition("grow", 1)}), timeout_s=30, interval_s=0,
+               message="it owns the new partition")
+    cluster.delete_topic("grow")
+    wait_until(owns(set()), timeout_s=30, interval_s=0, message="the deleted topic is revoked")
+    consumer.close()
+
+
 # ---------------------------------------------------------------------- errors through the actor
 
 def heartbeat(cluster, group_id, member_id="", epoch=0, **fields):
