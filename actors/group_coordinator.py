@@ -15,7 +15,7 @@ import uuid
 
 import ray
 
-from runtime.coordinator import Result
+from runtime.coordinator import CoordinatorState, Result
 from runtime.errors import Errors, KafkaError
 from runtime.group.shard import GroupCoordinatorShard
 from runtime.messages.consumer import (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
@@ -179,7 +179,7 @@ class GroupCoordinatorActor(ShardHost):
         await self._refresh_topics()
 
     async def _topics_loop(self) -> None:
-        while True:
+        while self.runtime.state is not CoordinatorState.CLOSED:
             try:
                 await self._refresh_topics()
             except Exception as e:  # the controller is away; the next round tries again
