@@ -28,9 +28,13 @@ from runtime.messages.group import (
     OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
     error_response,
 )
+from runtime.messages.share_group import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
+from runtime.messages.share_state import (InitializeShareGroupStateRequest, InitializeStateData,
+                                          InitializeStatePartitionData)
 from runtime.messages.topics import MetadataRequest
 from runtime.messages.txn import (TxnOffsetCommitRequest, TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition,
                                   TxnOffsetCommitResponseTopic, WriteTxnMarkersRequest, WriteTxnMarkersResponse)
+from runtime.share.coordinator import state_partition_for
 from runtime.txn.coordinator import OFFSETS_TOPIC
 
 from . import naming
@@ -53,6 +57,8 @@ class GroupCoordinatorActor(ShardHost):
         self._namespace = config.get("shoal.namespace", naming.DEFAULT_NAMESPACE)
         self._metadata_max_age_s = int(config.get("metadata.max.age.ms", METADATA_MAX_AGE_MS)) / 1000
         self._topics_task: asyncio.Task | None = None
+        self._share_state_partitions = int(config.get("share.coordinator.state.topic.num.partitions", 1))
+        self._share_inits: set[asyncio.Task] = set()  # share-state initialisations under way
         self._topics_wanted: asyncio.Event | None = None
         # Reads of the controller are numbered as they start; a later read never sees older
         # topics, so an answer older than the one applied last is dropped.
@@ -164,6 +170,45 @@ class GroupCoordinatorActor(ShardHost):
             groups = [ConsumerGroupDescribeResponseDescribedGroup(g, e.code, e.message) for g in request.group_ids]
         return ConsumerGroupDescribeResponse(tuple(groups))
 
+    # ------------------------------------------------------------------ share groups
+
+    async def share_group_heartbeat(self, request: ShareGroupHeartbeatRequest, client_id: str = "",
+                                    client_host: str = "") -> ShareGroupHeartbeatResponse:
+        member_id = request.member_id or str(uuid.uuid4())  # for a member that joins without an id
+        try:
+            return await self._write(
+                lambda s, now: s.share_group_heartbeat(request, now, member_id, client_id, client_host))
+        except KafkaError as e:
+            return ShareGroupHeartbeatResponse(e.code, e.message)
+
+    async def _initialize_share_state(self, pending) -> None:
+        """Have the share coordinators initialise newly subscribed partitions (state epoch =
+        the group epoch, start offset -1), then tell the shard which succeeded; the shard
+        asks again after group.share.initialize.retry.interval.ms for the rest."""
+        by_coordinator: dict[int, list[int]] = {}
+        for p in pending.partitions:
+            by_coordinator.setdefault(state_partition_for(pending.group_id, pending.topic_id, p,
+                                                          self._share_state_partitions), []).append(p)
+        done, failed = [], []
+        for coordinator, partitions in by_coordinator.items():
+            request = InitializeShareGroupStateRequest(pending.group_id, (InitializeStateData(pending.topic_id, tuple(
+                InitializeStatePartitionData(p, pending.group_epoch, -1) for p in partitions)),))
+            try:
+                response = await call_async(lambda c=coordinator: ray.get_actor(
+                    naming.share_coordinator(c), namespace=self._namespace), "initialize_share_group_state", request)
+                results = [r for t in response.results for r in t.partitions]
+            except KafkaError as e:
+                log.info("%s: initialising share state of %s failed: %s", self.runtime.name, pending.group_id, e)
+                results = []
+            ok = {r.partition for r in results if r.error_code == 0}
+            done += [p for p in partitions if p in ok]
+            failed += [p for p in partitions if p not in ok]
+        if done:
+            await self._write(lambda s, now: s.share_group_initialized(pending.group_id, pending.topic_id, done, now))
+        if failed:
+            await self._write(lambda s, now: s.share_group_initialize_failed(pending.group_id, pending.topic_id,
+                                                                             failed, now))
+
     # ------------------------------------------------------------------ topic metadata
 
     def _on_active(self) -> None:
@@ -171,6 +216,10 @@ class GroupCoordinatorActor(ShardHost):
         if self._topics_task is None:
             self._topics_wanted = asyncio.Event()
             self._topics_task = asyncio.get_running_loop().create_task(self._topics_loop())
+        for pending in self.runtime.shard.pending_share_initializations():
+            task = asyncio.get_running_loop().create_task(self._initialize_share_state(pending))
+            self._share_inits.add(task)
+            task.add_done_callback(self._share_inits.discard)
 
     async def notify_topics(self) -> None:
         """Topics were created, grown or deleted: read them now. Returns once topics at least

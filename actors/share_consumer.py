@@ -25,14 +25,17 @@ from typing import Any, Callable
 import ray
 
 from runtime.errors import Errors, KafkaError
+from runtime.messages.consumer import LEAVE_GROUP_MEMBER_EPOCH
 from runtime.messages.share import (AcknowledgementBatch, AcknowledgePartition, AcknowledgeTopic, AcknowledgeType,
                                     ShareAcknowledgeRequest, ShareFetchRequest, ShareFetchRequestPartition,
                                     ShareFetchRequestTopic)
+from runtime.messages.share_group import ShareGroupHeartbeatRequest
 from runtime.topics.data import decode_entries
 
 from . import naming
 from .client import ClientActor, ClientFacade
 from .errors import to_kafka_error
+from .retry import Backoff
 from .types import ConsumerRecord, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -106,16 +109,23 @@ class ShareConsumerActor(ClientActor):
         self.group_id = group_id
         self.member_id = member_id
         self.s = settings
-        self.partitions: dict[TopicPartition, _Partition] = {}
+        self.partitions: dict[TopicPartition, _Partition] = {}  # of the subscribed topics
+        self.assigned: set[TopicPartition] = set()  # what the group coordinator assigned
+        self.topics: tuple[str, ...] = ()
+        self.member_epoch = 0
+        self._send_subscription = False
+        self._heartbeats: asyncio.Task | None = None
+        self._heartbeat_wake: asyncio.Event | None = None
         self._buffer: deque = deque()
         self._results: list[AckResult] = []
         self._arrived: asyncio.Event | None = None
         self.lock_timeout_ms = -1
 
-    # ------------------------------------------------------------------ subscription
+    # ------------------------------------------------------------------ membership
 
-    async def subscribe(self, partitions: list[tuple[str, str, int]]) -> None:
-        """Fetch from these (topic, topic id, partition); the SharePartition actors exist."""
+    async def subscribe(self, topics: list[str], partitions: list[tuple[str, str, int]]) -> None:
+        """Join (or change the subscription) through ShareGroupHeartbeat; `partitions` are the
+        subscribed topics' (topic, topic id, partition), whose SharePartition actors exist."""
         wanted = {}
         for topic, topic_id, partition in partitions:
             tp = TopicPartition(topic, partition)
@@ -123,6 +133,64 @@ class ShareConsumerActor(ClientActor):
         for tp in set(self.partitions) - set(wanted):
             await self._release(self.partitions[tp])
         self.partitions = wanted
+        self.assigned &= set(wanted)
+        self.topics = tuple(sorted(topics))
+        self._send_subscription = True
+        if self._heartbeats is None:
+            self._heartbeat_wake = asyncio.Event()
+            self._heartbeats = self._spawn(self._heartbeat_loop())
+        self._heartbeat_wake.set()
+
+    async def _heartbeat_loop(self) -> None:
+        backoff = Backoff()
+        while True:
+            request = ShareGroupHeartbeatRequest(
+                self.group_id, self.member_id, self.member_epoch,
+                subscribed_topic_names=self.topics if self._send_subscription or self.member_epoch == 0 else None)
+            sent_subscription = request.subscribed_topic_names is not None
+            interval_s = backoff.next_s()
+            try:
+                response = await self._call(self.group_coordinator_name(self.group_id), "share_group_heartbeat",
+                                            request, timeout_s=self.s["request_timeout_ms"] / 1000)
+                error = Errors.for_code(response.error_code)
+                if error in (Errors.UNKNOWN_MEMBER_ID, Errors.FENCED_MEMBER_EPOCH):
+                    self.member_epoch = 0  # fenced: join again, under the same member id
+                    self.assigned = set()
+                    continue
+                if error is Errors.NONE:
+                    backoff = Backoff()
+                    if sent_subscription:
+                        self._send_subscription = False
+                    self.member_epoch = response.member_epoch
+                    interval_s = response.heartbeat_interval_ms / 1000
+                    if response.assignment is not None:
+                        self._assign(response.assignment)
+                else:
+                    log.info("%s: share group heartbeat: %s", self.client_id, error)
+            except KafkaError as e:
+                log.info("%s: share group heartbeat failed: %s", self.client_id, e)
+            try:
+                await asyncio.wait_for(self._heartbeat_wake.wait(), interval_s)
+            except asyncio.TimeoutError:
+                pass
+            self._heartbeat_wake.clear()
+
+    def _assign(self, assignment) -> None:
+        assigned = {TopicPartition(t.topic_name, p) for t in assignment.topic_partitions for p in t.partitions}
+        self.assigned = assigned & set(self.partitions)
+        if self._arrived is not None:
+            self._arrived.set()
+
+    async def _leave(self) -> None:
+        if self._heartbeats is None:
+            return
+        self._heartbeats.cancel()
+        try:
+            await self._call(self.group_coordinator_name(self.group_id), "share_group_heartbeat",
+                             ShareGroupHeartbeatRequest(self.group_id, self.member_id, LEAVE_GROUP_MEMBER_EPOCH),
+                             timeout_s=5)
+        except KafkaError as e:
+            log.info("%s: leaving the share group: %s", self.client_id, e)
 
     def _sp_name(self, part: _Partition) -> str:
         return naming.share_partition(self.group_id, part.tp.topic, part.tp.partition)
@@ -138,11 +206,12 @@ class ShareConsumerActor(ClientActor):
         renewals = [self._acknowledge(tp, acks.pop(tp)) for tp in renew_parts]
         for tp, a in acks.items():
             part = self.partitions.get(tp)
-            if part is None or part.fetch is not None:
+            if part is None or part.fetch is not None or tp not in self.assigned:
                 self._spawn(self._acknowledge_later(tp, a))
             else:
                 self._start_fetch(part, a, timeout_ms)
-        for part in self.partitions.values():
+        for tp in self.assigned:
+            part = self.partitions[tp]
             if part.fetch is None:
                 self._start_fetch(part, {}, timeout_ms)
         renewed = list(await asyncio.gather(*renewals))
@@ -156,7 +225,8 @@ class ShareConsumerActor(ClientActor):
                 await asyncio.wait_for(self._arrived.wait(), remaining)
             except asyncio.TimeoutError:
                 break
-            for part in self.partitions.values():
+            for tp in self.assigned:
+                part = self.partitions[tp]
                 if part.fetch is None:
                     self._start_fetch(part, {}, max(int((deadline - time.monotonic()) * 1000), 0))
         records = []
@@ -262,13 +332,16 @@ class ShareConsumerActor(ClientActor):
         """Send the last acknowledgements, wait for the fetches under way, then have every
         SharePartition release what this member still holds (buffered records included)."""
         results = await self.commit(acks)
+        await self._leave()
+        self.assigned = set()
         await asyncio.gather(*(self._release(p) for p in self.partitions.values()))
         self._buffer.clear()
         await self._stop_tasks()
         return results + self._results
 
     async def state(self) -> dict:
-        return {"member_id": self.member_id, "partitions": sorted(self.partitions), "buffered": len(self._buffer)}
+        return {"member_id": self.member_id, "member_epoch": self.member_epoch, "assigned": sorted(self.assigned),
+                "buffered": len(self._buffer)}
 
 
 def _error(code: int, message: str | None) -> KafkaError | None:
@@ -318,7 +391,7 @@ class ShareConsumer(ClientFacade):
             for p in range(topic.partitions):
                 self._ensure_share_partition(topic.name, topic.topic_id, p)
                 partitions.append((topic.name, topic.topic_id, p))
-        self._call("subscribe", partitions)
+        self._call("subscribe", list(topics), partitions)
 
     def _ensure_share_partition(self, topic: str, topic_id: str, partition: int) -> None:
         """Create the SharePartition actor unless it exists. The cluster facade owns it (or it

@@ -2,11 +2,11 @@
 with its DelayedShareFetch purgatory), named `naming.share_partition(group, topic, partition)`.
 
 The decisions are `runtime.share.partition.SharePartition`'s; this shell does the I/O around
-them. It loads the state from the share coordinator (initialising it the first time, and
-reading with a leader epoch above the last recorded one so a stale twin is fenced), reads
-record data from the partition leader in whole batches, and sends every state change to the
-share coordinator before it answers: the change is committed in memory when the write
-succeeds and rolled back when it fails. Acquisition is not persisted (as in Kafka), so after a
+them. It loads the state from the share coordinator (which the group coordinator initialised
+before assigning the partition), reading with a leader epoch above the last recorded one so
+a stale twin is fenced. It reads record data from the partition leader in whole batches, and
+sends every state change to the share coordinator before it answers: the change is committed
+in memory when the write succeeds and rolled back when it fails. Acquisition is not persisted (as in Kafka), so after a
 restart whatever was held is available again. Lock expiry runs on a timer task of its own.
 """
 from __future__ import annotations
@@ -21,9 +21,8 @@ from runtime.messages.share import (AcknowledgementBatch, ShareAcknowledgeReques
                                     ShareAcknowledgeResponsePartition, ShareAcknowledgeTopicResponse,
                                     ShareFetchableTopicResponse, ShareFetchRequest, ShareFetchResponse,
                                     ShareFetchResponsePartition)
-from runtime.messages.share_state import (InitializeShareGroupStateRequest, InitializeStateData,
-                                          InitializeStatePartitionData, ReadShareGroupStateSummaryRequest,
-                                          ReadStateSummaryData, ReadStateSummaryPartitionData)
+from runtime.messages.share_state import (ReadShareGroupStateSummaryRequest, ReadStateSummaryData,
+                                          ReadStateSummaryPartitionData)
 from runtime.messages.topics import FetchRequest, ListOffsetsRequest
 from runtime.share.coordinator import state_partition_for
 from runtime.share.partition import PendingShareWrite, SharePartition, SharePartitionState
@@ -127,13 +126,8 @@ class SharePartitionActor:
         summary = await self._coordinator_call("read_share_group_state_summary", ReadShareGroupStateSummaryRequest(
             self.group_id, (ReadStateSummaryData(self.topic_id, (ReadStateSummaryPartitionData(self.partition, 0),)),)))
         _raise_for(summary)
-        if summary.start_offset == -1 and summary.delivery_complete_count == -1 and summary.leader_epoch == 0:
-            # Nothing persisted yet (the group coordinator has not initialised it): start it.
-            init = await self._coordinator_call("initialize_share_group_state", InitializeShareGroupStateRequest(
-                self.group_id, (InitializeStateData(self.topic_id, (InitializeStatePartitionData(
-                    self.partition, summary.state_epoch, -1),)),)))
-            if init.error_code not in (0, Errors.FENCED_STATE_EPOCH.code):
-                _raise_for(init)
+        # The group coordinator initialises the state before it assigns the partition; a
+        # read before that fails (INVALID_REQUEST) and the next fetch loads again.
         sp = SharePartition(self.group_id, self.topic_id, self.partition, self.config,
                             leader_epoch=summary.leader_epoch + 1)
         read = await self._coordinator_call("read_share_group_state", sp.read_request())

@@ -13,7 +13,9 @@ from tests.conftest import wait_until
 LOCK_MS = 2000
 CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
           "share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": LOCK_MS,
-          "group.share.delivery.count.limit": 4}
+          "group.share.delivery.count.limit": 4,
+          "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100,
+          "group.share.session.timeout.ms": 3000, "group.share.min.session.timeout.ms": 1000}
 FAST = dict(fetch_max_wait_ms=200)
 
 
