@@ -1,22 +1,13 @@
 """A partition leader killed in the middle of a produce stream (issue 3, "Bad input and
 faults"): the producer retries, the actor restarts and reloads its log, every acknowledged
 record is there exactly once and in order, and fetches resume."""
-import pytest
 import ray
 
-from actors import Cluster, naming
+from actors import naming
 from actors.retry import call
 from runtime.messages.topics import FetchRequest
 from runtime.topics.data import decode_entries
 from tests.conftest import wait_until
-
-
-@pytest.fixture(scope="module")
-def cluster(ray_session, tmp_path_factory):
-    c = Cluster.local(data_dir=str(tmp_path_factory.mktemp("shoal-faults")),
-                      config={"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000})
-    yield c
-    c.shutdown()
 
 
 def fetch_from(cluster, topic, offset):
