@@ -38,7 +38,17 @@ class PartitionLog:
         self.producers = self._load_producers()
 
     def _load_producers(self) -> ProducerStateManager:
-        return ProducerStateManager.load(self.log.read(self.log_start_offset, self.log.end_offset))
+        return ProducerStateManager.load(self._all_batches())
+
+    def _all_batches(self, chunk_bytes: int = 1 << 23):
+        """Every batch in the log, read a chunk at a time so a large log is never all in memory."""
+        offset, end = self.log_start_offset, self.log.end_offset
+        while offset < end:
+            batches = self.log.read(offset, end, chunk_bytes)
+            if not batches:
+                return
+            yield from batches
+            offset = batches[-1].next_offset
 
     @property
     def high_watermark(self) -> int:

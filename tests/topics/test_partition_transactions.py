@@ -65,6 +65,7 @@ def test_producer_state_is_rebuilt_when_the_log_opens(tmp_path):
     plog.close()
     again = PartitionLog(d, "t", 0, fsync=False)
     assert again.producers == plog.producers
+    assert [b.base_offset for b in again._all_batches(chunk_bytes=1)] == [0, 2]  # read a batch at a time
     assert again.append(request([b"a", b"b"], pid=7, epoch=0, seq=0), 0) == 0  # still a duplicate
     assert again.last_stable_offset == 2  # the transaction is still open
     again.close()
