@@ -16,6 +16,8 @@ from typing import Any, Callable
 from runtime.coordinator import CoordinatorRuntime, CoordinatorState, LoadProgress, Result
 from runtime.log import FileLog, LogConfig
 
+from . import metrics
+
 log = logging.getLogger(__name__)
 
 
@@ -26,15 +28,23 @@ def now_ms() -> int:
 class ShardHost:
     """Mixin for async actors that host one shard. Subclasses expose Kafka's RPCs and call
     `_write` / `_read`; `_start` is awaited by every call so loading begins with the first
-    one (or with `ready()`)."""
+    one (or with `ready()`). Every RPC a subclass defines counts and times itself (metrics.py)."""
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        metrics.instrument_rpcs(cls, lambda host: host.runtime.name)
 
     def __init__(self, log_name: str, partition: int, shard_factory: Callable, data_dir: str, config: dict,
                  segment_bytes_key: str = "offsets.topic.segment.bytes") -> None:
         self._log_dir = os.path.join(data_dir, log_name)
         log_config = LogConfig(int(config.get(segment_bytes_key, LogConfig.segment_bytes)),
                                _truthy(config.get("log.flush.fsync", True)))
-        self.runtime = CoordinatorRuntime(log_name, partition, shard_factory,
-                                          lambda: FileLog(self._log_dir, log_config, name=log_name), config)
+        self.runtime = CoordinatorRuntime(
+            log_name, partition, shard_factory,
+            lambda: metrics.TimedLog(FileLog(self._log_dir, log_config, name=log_name), log_name), config)
+        self._metrics_interval_s = int(config.get("metrics.export.interval.ms", 10000)) / 1000
+        self._sampler = metrics.ShardSampler(log_name)
+        self._exporter: asyncio.Task | None = None
         self._wake: asyncio.Event | None = None
         self._started: asyncio.Task | None = None
         self._progress: LoadProgress | None = None
@@ -70,6 +80,9 @@ class ShardHost:
             return
         self._load_error = None
         self.load_time_ms = (time.monotonic() - started) * 1000
+        metrics.registry.observe("shoal_partition_load_time_ms", self.load_time_ms, coordinator=self.runtime.name)
+        if self._exporter is None:
+            self._exporter = asyncio.get_running_loop().create_task(self._export_metrics_loop())
         self._on_active()
         while self.runtime.state is not CoordinatorState.CLOSED:
             deadline = self.runtime.next_deadline()
@@ -98,6 +111,26 @@ class ShardHost:
     def _on_active(self) -> None:
         """Hook: work the shell must do after timers fired or a batch became durable
         (for instance sending transaction markers). Synchronous; schedule tasks for I/O."""
+
+    async def _export_metrics_loop(self) -> None:
+        while self.runtime.state is not CoordinatorState.CLOSED:
+            self._export_metrics()
+            await asyncio.sleep(self._metrics_interval_s)
+
+    def _export_metrics(self) -> None:
+        """The shard's protocol metrics as they are in memory (not necessarily durable yet):
+        a gauge need not wait for a flush, and a read would force one."""
+        if self.runtime.state is CoordinatorState.ACTIVE:
+            try:
+                self._sampler.export(metrics.shard_metrics(self.runtime.shard))
+            except Exception:
+                log.exception("%s: metrics export failed", self.runtime.name)
+
+    async def metrics_snapshot(self) -> list[dict]:
+        """The values this actor's process gave Ray's metrics, exported afresh."""
+        await self._start()
+        self._export_metrics()
+        return metrics.registry.snapshot()
 
     def _kick(self) -> None:
         if self._wake is not None:
