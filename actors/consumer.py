@@ -440,11 +440,27 @@ class ConsumerActor(ClientActor):
         if kind == REVOKED and self.has_listener:
             # Wait for the user's on_partitions_revoked to run (in its poll) before going on.
             self.barrier = next(self.barriers)
-            self.barrier_done = asyncio.Event()
-            try:
-                await asyncio.wait_for(self.barrier_done.wait(), self.s["max_poll_interval_ms"] / 1000)
-            except asyncio.TimeoutError:
-                log.warning("%s: on_partitions_revoked did not run in time", self.client_id)
+            self.barrier_done = done = asyncio.Event()
+            deadline = time.monotonic() + self.s["max_poll_interval_ms"] / 1000
+            while not done.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    log.warning("%s: on_partitions_revoked did not run in time", self.client_id)
+                    return
+                try:
+                    await asyncio.wait_for(done.wait(), min(remaining, self.s["heartbeat_interval_ms"] / 1000))
+                except asyncio.TimeoutError:
+                    await self._keep_alive()
+
+    async def _keep_alive(self) -> None:
+        """A heartbeat while the group loop waits for the user, so the session does not
+        end meanwhile (Kafka's heartbeat thread goes on during the callbacks)."""
+        if not self.member_id or self.generation == -1:
+            return
+        try:
+            await self._heartbeat(self.group_coordinator_name(self.group_id))
+        except KafkaError as e:
+            log.info("%s: heartbeat while waiting for the user: %s", self.client_id, e)
 
     def _take_events(self) -> tuple:
         events, self.events = tuple(self.events), []

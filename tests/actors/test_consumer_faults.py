@@ -221,3 +221,30 @@ def test_close_commits_what_was_consumed_and_leaves(cluster):
     reader = cluster.consumer("g-close", **FAST)
     assert {tp: reader.committed(tp) for tp in ALL} == {tp: OffsetAndMetadata(end[tp], "", -1) for tp in ALL}
     reader.close()
+
+
+def test_a_slow_on_partitions_revoked_keeps_the_session(cluster):
+    """The actor heartbeats while it waits for the user's callback (longer than the session
+    timeout here), so the member is not removed and nothing is lost."""
+    import time
+
+    class Slow(Recorder):
+        def on_partitions_revoked(self, revoked):
+            super().on_partitions_revoked(revoked)
+            if revoked:
+                time.sleep(FAST["session_timeout_ms"] / 1000 * 1.5)
+
+    listener = Slow()
+    first = cluster.consumer("g-slow-cb", **FAST)
+    first.subscribe(["orders"], listener=listener)
+    poll_until([first], lambda: first.assignment() == ALL, message="one owns all")
+    second = cluster.consumer("g-slow-cb", **FAST)
+    second.subscribe(["orders"])
+    poll_until([first, second], lambda: owns_all_once([first, second]) and len(listener.events) >= 3,
+               message="two share")
+    assert [k for k, _ in listener.events] == ["assigned", "revoked", "assigned"]
+    # one rebalance: had the session ended, the first member would have been removed and
+    # come back in a third generation
+    assert member(first)["generation"] == member(second)["generation"] == 2
+    first.close()
+    second.close()
