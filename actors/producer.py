@@ -84,14 +84,18 @@ class Producer:
                  retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000, delivery_timeout_ms: int = 120000,
                  request_timeout_ms: int = 30000, key_serializer: Callable | None = None,
                  value_serializer: Callable | None = None, max_request_size: int = 1048576,
-                 metadata_max_age_ms: int = 300000, enable_idempotence: bool = True,
+                 metadata_max_age_ms: int = 300000, enable_idempotence: bool | None = None,
                  transactional_id: str | None = None, transaction_timeout_ms: int = 60000,
                  max_block_ms: int = 60000) -> None:
-        idempotent = enable_idempotence or transactional_id is not None
-        if idempotent and not 1 <= max_in_flight_requests_per_connection <= NUM_BATCHES_TO_RETAIN:
-            raise ValueError(f"idempotence needs max_in_flight_requests_per_connection <= {NUM_BATCHES_TO_RETAIN}")
-        if idempotent and int(-1 if acks == "all" else acks) != -1:
-            raise ValueError("idempotence needs acks='all'")
+        compatible = (int(-1 if acks == "all" else acks) == -1
+                      and 1 <= max_in_flight_requests_per_connection <= NUM_BATCHES_TO_RETAIN)
+        # As Kafka 3+: on by default, quietly off when other settings rule it out, an error
+        # when asked for (or a transactional id given) together with them.
+        wanted = enable_idempotence is True or transactional_id is not None
+        if wanted and not compatible:
+            raise ValueError(f"idempotence needs acks='all' and max_in_flight_requests_per_connection "
+                             f"<= {NUM_BATCHES_TO_RETAIN}")
+        idempotent = wanted or (enable_idempotence is None and compatible)
         self._cluster = cluster
         self.client_id = client_id or f"producer-{next(_ids)}"
         self._acks = -1 if acks == "all" else int(acks)

@@ -145,7 +145,11 @@ def test_send_outside_a_transaction_and_transaction_calls_without_an_id_are_refu
         with pytest.raises(KafkaError):
             plain.begin_transaction()
     with pytest.raises(ValueError):
-        cluster.producer(max_in_flight_requests_per_connection=6)
+        cluster.producer(max_in_flight_requests_per_connection=6, enable_idempotence=True)
+    with pytest.raises(ValueError):
+        cluster.producer(acks=1, transactional_id="tx-acks")
+    with cluster.producer(acks=1) as unsafe:  # idempotence is quietly off, as in Kafka
+        assert unsafe._txn is None
 
 
 def test_a_transaction_past_its_timeout_is_aborted_by_the_coordinator(cluster, topic):
