@@ -7,7 +7,9 @@ steady-state ConsumerGroupHeartbeat per member in flight (each member sends its 
 soon as its last is answered, ignoring the interval) to the real group coordinator actor
 (real state log, fsync off) for a fixed time. The peer is an actor whose
 `consumer_group_heartbeat` takes the same arguments and returns a prepared response at
-once, driven by the same loop. Passes alternate between the two; best and median reported.
+once, driven by the same loop. Passes alternate between the two; best and median reported,
+and the CPU time the target actor's process spent per call (the share of a core a
+heartbeat costs the coordinator, beyond what any Ray call costs).
 
 Run: python tests/benchmarks/bench_heartbeat_ray.py [--quick]
 """
@@ -25,6 +27,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
+import psutil  # noqa: E402
 import ray  # noqa: E402
 
 from actors import Cluster  # noqa: E402
@@ -45,6 +48,9 @@ class EmptyCoordinator:
 
     async def consumer_group_heartbeat(self, request, client_id: str = "", client_host: str = ""):
         return self.response
+
+    async def status(self) -> dict:
+        return {"pid": os.getpid()}
 
 
 class Driver:
@@ -119,19 +125,26 @@ def main() -> None:
         group = ray.get(driver.form.remote(coordinator), timeout=300)
         ray.get(driver.run.remote(empty, 0.5))  # warm up both paths
         ray.get(driver.run.remote(coordinator, 0.5))
+        targets = {"empty": empty, "heartbeat": coordinator}
+        processes = {k: psutil.Process(ray.get(t.status.remote())["pid"]) for k, t in targets.items()}
         rates: dict[str, list[float]] = {"heartbeat": [], "empty": []}
+        cpu_us: dict[str, list[float]] = {"heartbeat": [], "empty": []}
         for _ in range(passes):
-            rates["empty"].append(ray.get(driver.run.remote(empty, seconds))["per_second"])
-            rates["heartbeat"].append(ray.get(driver.run.remote(coordinator, seconds))["per_second"])
+            for kind in ("empty", "heartbeat"):
+                before = sum(processes[kind].cpu_times()[:2])
+                run = ray.get(driver.run.remote(targets[kind], seconds))
+                rates[kind].append(run["per_second"])
+                cpu_us[kind].append((sum(processes[kind].cpu_times()[:2]) - before) / run["calls"] * 1e6)
         load = os.getloadavg()
     finally:
         cluster.shutdown()
         ray.shutdown()
 
-    def summary(values):
-        return {"best_per_second": round(max(values)), "median_per_second": round(statistics.median(values))}
+    def summary(kind):
+        return {"best_per_second": round(max(rates[kind])), "median_per_second": round(statistics.median(rates[kind])),
+                "target_cpu_us_per_call_median": round(statistics.median(cpu_us[kind]), 1)}
 
-    hb, peer = summary(rates["heartbeat"]), summary(rates["empty"])
+    hb, peer = summary("heartbeat"), summary("empty")
     print(json.dumps({
         "benchmark": "steady-state ConsumerGroupHeartbeat through Ray vs an empty async actor method",
         "conditions": f"one async driver actor, {members} members each with one heartbeat in flight; "
