@@ -408,6 +408,10 @@ class ShareConsumer(ClientFacade):
         with cluster._lock:
             cluster._handles[name] = handle  # a handle kept here keeps a non-detached actor alive
 
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions the share group assigned to this member (it fetches from these)."""
+        return set(self._call("state")["assigned"])
+
     # ------------------------------------------------------------------ acknowledging
 
     def acknowledge(self, record: ConsumerRecord, ack_type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:

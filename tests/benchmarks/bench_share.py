@@ -68,7 +68,12 @@ def share_consume(cluster: Cluster, group: str, records: int, consumers: int) ->
                for _ in range(consumers)]
     for c in clients:
         c.subscribe("bench-share")
-    # Loaded before the clock starts: a SharePartition's first load is not the data path.
+    # Assigned and loaded before the clock starts: joining is not the data path.
+    deadline = time.monotonic() + 60
+    while set().union(*(c.assignment() for c in clients)) != {(("bench-share", p)) for p in range(PARTITIONS)}:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the share group did not assign every partition")
+        time.sleep(0.1)
     ray.get([ray.get_actor(naming.share_partition(group, "bench-share", p), namespace=cluster.namespace).ready.remote()
              for p in range(PARTITIONS)])
     counts = [0] * consumers
@@ -111,7 +116,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=40_000)
     args = parser.parse_args()
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
-    cluster = Cluster.local(config={"log.flush.fsync": False, "share.auto.offset.reset": "earliest"})
+    cluster = Cluster.local(config={"log.flush.fsync": False, "share.auto.offset.reset": "earliest",
+                                    "group.share.heartbeat.interval.ms": 500,
+                                    "group.share.min.heartbeat.interval.ms": 500})
     try:
         cluster.create_topic("bench-share", PARTITIONS)
         value = os.urandom(RECORD)
