@@ -14,7 +14,8 @@ from runtime.messages.group import (JoinGroupRequest, JoinGroupRequestProtocol, 
 from tests.conftest import wait_until
 
 CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
-          "group.min.session.timeout.ms": 200, "group.initial.rebalance.delay.ms": 0,
+          "group.min.session.timeout.ms": 200, "group.consumer.session.timeout.ms": 3000,
+          "group.consumer.heartbeat.interval.ms": 150, "group.initial.rebalance.delay.ms": 0,
           "share.auto.offset.reset": "earliest"}
 FAST = dict(session_timeout_ms=3000, heartbeat_interval_ms=150, fetch_max_wait_ms=200, auto_offset_reset="earliest",
             enable_auto_commit=False, max_poll_interval_ms=20000)
@@ -80,6 +81,30 @@ def test_a_classic_group_listed_described_and_its_offsets_with_lag(cluster, admi
     finally:
         c.close()
     wait_until(lambda: admin.describe_groups(["g-admin"])["g-admin"].state == "Empty", message="empty group")
+
+
+def test_a_consumer_group_described_with_epochs_and_target_assignment(cluster, admin):
+    c = cluster.consumer("g-848", client_id="kip848", group_protocol="consumer", fetch_max_wait_ms=200,
+                         auto_offset_reset="earliest", enable_auto_commit=False, max_poll_interval_ms=20000)
+    try:
+        c.subscribe([T])
+        wait_until(lambda: c.poll(timeout_ms=50) is not None and c.assignment() == set(TP), message="assigned")
+        c.commit({TP[2]: OffsetAndMetadata(30)})
+        (listing,) = [g for g in admin.list_groups(types=["consumer"]) if g.group_id == "g-848"]
+        assert (listing.type, listing.protocol_type) == ("consumer", "consumer")
+        group = admin.describe_groups(["g-848"])["g-848"]
+        assert (group.type, group.state, group.protocol) == ("consumer", "Stable", "uniform")
+        assert group.group_epoch >= 1
+        (member,) = group.members
+        assert (member.client_id, member.assignment, member.target_assignment) == ("kip848", frozenset(TP),
+                                                                                   frozenset(TP))
+        assert member.member_epoch == group.group_epoch
+        assert admin.list_group_offsets("g-848") == {TP[2]: ListedOffset(30, 30, 0, "")}
+        with pytest.raises(KafkaError) as e:
+            admin.alter_group_offsets("g-848", {TP[2]: 0})
+        assert e.value.error is Errors.NON_EMPTY_GROUP
+    finally:
+        c.close()
 
 
 def test_resets_on_an_empty_group(cluster, admin):
