@@ -43,6 +43,7 @@ class ModernConsumerActor(ConsumerActor):
                                             self.instance_id, server_assignor=settings.get("group_remote_assignor"))
         self.member_id = self.membership.member_id
         self.ownership: list[tuple[float, str, tuple]] = []
+        self.logged_owned: set = set()  # what the log says it owns: from assigned until revoked or lost
 
     # ================================================================== the user's calls
 
@@ -122,6 +123,7 @@ class ModernConsumerActor(ConsumerActor):
         if m.state is MemberState.FENCED:
             log.info("%s: fenced (%s): its partitions are lost; rejoining", self.client_id, error.name)
             self._sync_epoch()
+            self._log(LOST, self.logged_owned)  # also those whose revocation is under way
             await self._give_up(frozenset(self.parts), LOST)
             m.lost_done()
         elif m.state is MemberState.FATAL:
@@ -173,8 +175,16 @@ class ModernConsumerActor(ConsumerActor):
         await self._emit(kind, partitions)
 
     def _log(self, kind: str, partitions) -> None:
-        if partitions:
-            self.ownership.append((time.time(), kind, tuple(sorted(partitions))))
+        """Ownership begins before fetching starts and ends once the partitions are given
+        up; each change is logged once (a revocation overtaken by a fence ends as lost)."""
+        if kind == ASSIGNED:
+            changed = set(partitions) - self.logged_owned
+            self.logged_owned |= changed
+        else:
+            changed = set(partitions) & self.logged_owned
+            self.logged_owned -= changed
+        if changed:
+            self.ownership.append((time.time(), kind, tuple(sorted(changed))))
 
     # ================================================================== leaving and offsets
 
@@ -182,10 +192,9 @@ class ModernConsumerActor(ConsumerActor):
         """Revoke (the facade ran the callbacks already) and send the leave heartbeat
         (epoch -1, or -2 for a static member, whose partitions wait for it)."""
         m = self.membership
-        revoked = m.leave()
-        gone = set(self.parts)
-        self._drop(gone)
-        self._log(REVOKED, gone | set(revoked))
+        m.leave()
+        self._drop(set(self.parts))
+        self._log(REVOKED, self.logged_owned)
         m.leave_ready()
         request = m.heartbeat_request()
         self._sync_epoch()
