@@ -138,3 +138,42 @@ def test_bad_acknowledgements_are_refused_and_change_nothing(cluster):
         c.acknowledge(records[2])
         c.commit_sync()
     assert states(cluster, "g-bad", "s-bad")["start_offset"] == 3
+
+
+def test_close_leaves_and_releases_what_the_member_holds(cluster):
+    cluster.create_topic("s-close", 1)
+    produce(cluster, "s-close", [f"v{i}" for i in range(4)])
+    first = cluster.share_consumer("g-close", share_acknowledgement_mode="explicit", **FAST)
+    first.subscribe("s-close")
+    second = cluster.share_consumer("g-close", share_acknowledgement_mode="explicit", **FAST)
+    second.subscribe("s-close")
+    everything = {TopicPartition("s-close", 0)}
+    # The simple assignor shares a partition when members outnumber partitions.
+    wait_until(lambda: first.assignment() == everything and second.assignment() == everything,
+               message="both members share the partition")
+    held = poll_until(first, 4)
+    first.acknowledge(held[0])
+    first.close()  # sends the accept, leaves, and the rest is released with its delivery given back
+    wait_until(lambda: second.assignment() == everything, message="the group settled")
+    again = poll_until(second, 3)
+    assert sorted((r.offset, r.delivery_count) for r in again) == [(1, 1), (2, 1), (3, 1)]
+    for r in again:
+        second.acknowledge(r)
+    assert second.commit_sync() == {TopicPartition("s-close", 0): None}
+    second.close()
+    assert states(cluster, "g-close", "s-close")["start_offset"] == 4
+
+
+def test_commit_async_reports_through_the_callback(cluster):
+    cluster.create_topic("s-async", 1)
+    produce(cluster, "s-async", ["a", "b"])
+    outcomes = []
+    with cluster.share_consumer("g-async", share_acknowledgement_mode="explicit", **FAST) as c:
+        c.set_acknowledgement_commit_callback(lambda offsets, error: outcomes.append((offsets, error)))
+        c.subscribe("s-async")
+        records = poll_until(c, 2)
+        c.acknowledge(records[0])
+        c.acknowledge(records[1], AcknowledgeType.REJECT)
+        c.commit_async()
+        wait_until(lambda: c.poll(0.05) == [] and outcomes, message="the callback ran")
+    assert outcomes == [({TopicPartition("s-async", 0): {0, 1}}, None)]
