@@ -20,7 +20,8 @@ from tests.conftest import wait_until
 def cluster(ray_session, tmp_path_factory):
     c = Cluster.local(data_dir=str(tmp_path_factory.mktemp("shoal-txn")), config={
         "log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 200})
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 200,
+        "transaction.state.log.num.partitions": 2})
     yield c
     c.shutdown()
 
@@ -45,7 +46,9 @@ def values(cluster, topic, committed=True):
     return [rec.value for b in batches for rec in decode_entries(b.records, b.base_offset)]
 
 
-def coordinator_call(cluster, method, request, tid="t"):
+def coordinator_call(cluster, method, request, tid=None):
+    """Call the coordinator that owns the request's transactional id (or ``tid``'s)."""
+    tid = tid or getattr(request, "transactional_id", None) or "t"
     return ray.get(getattr(cluster.transaction_coordinator(tid), method).remote(request), timeout=30)
 
 
@@ -207,6 +210,21 @@ def test_transaction_request_errors(cluster, topic):
     wait_until(lambda: describe(cluster, "e-txn").transaction_state == "CompleteAbort")
     r = coordinator_call(cluster, "init_producer_id", InitProducerIdRequest("e-txn", 60000))
     assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, epoch + 2)
+
+
+def test_a_coordinator_refuses_transactional_ids_of_another_partition(cluster):
+    assert cluster.coordinator_partition("other-0", "transaction.state.log.num.partitions") == 1
+    wrong = ray.get(cluster._actor(naming.transaction_coordinator(0)).init_producer_id.remote(
+        InitProducerIdRequest("other-0", 1000)), timeout=30)
+    assert wrong.error_code == Errors.NOT_COORDINATOR.code
+    right = coordinator_call(cluster, "init_producer_id", InitProducerIdRequest("other-0", 1000))
+    assert right.error_code == 0
+    r = ray.get(cluster._actor(naming.transaction_coordinator(0)).describe_transactions.remote(
+        DescribeTransactionsRequest(("other-0",))), timeout=30)
+    assert r.transaction_states[0].error_code == Errors.NOT_COORDINATOR.code
+    # Producer ids from different coordinators never collide (their blocks are striped).
+    other = coordinator_call(cluster, "init_producer_id", InitProducerIdRequest("other-1", 1000))
+    assert other.error_code == 0 and other.producer_id != right.producer_id
 
 
 def test_describe_and_list_transactions(cluster, topic):
