@@ -177,3 +177,28 @@ def test_commit_async_reports_through_the_callback(cluster):
         c.commit_async()
         wait_until(lambda: c.poll(0.05) == [] and outcomes, message="the callback ran")
     assert outcomes == [({TopicPartition("s-async", 0): {0, 1}}, None)]
+
+
+def test_read_committed_share_group_skips_aborted_records(cluster):
+    cluster.create_topic("s-txn", 1)
+    with cluster.producer(transactional_id="s-txn-producer", linger_ms=1) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for v in ("x0", "x1", "x2"):
+            producer.send("s-txn", v.encode())
+        producer.abort_transaction()
+        producer.begin_transaction()
+        for v in ("c0", "c1"):
+            producer.send("s-txn", v.encode())
+        producer.commit_transaction()
+    with cluster.share_consumer("g-txn", **FAST) as c:
+        c.subscribe("s-txn")
+        # The group's share.isolation.level, as a dynamic group config would set it.
+        ray.get(share_partition(cluster, "g-txn", "s-txn").update_config.remote(
+            {"share.isolation.level": "read_committed"}))
+        records = poll_until(c, 2)
+        assert [r.value for r in records] == [b"c0", b"c1"]
+        c.commit_sync()
+        # Aborted records, markers and gaps all end settled: the start offset is at the end.
+        assert c.poll(0.2) == []
+        assert states(cluster, "g-txn", "s-txn")["start_offset"] == 7
