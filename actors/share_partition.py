@@ -271,7 +271,8 @@ class SharePartitionActor:
             if part is not None and part.acknowledgement_batches:
                 ack_error = await self._acknowledge(request.member_id, part.acknowledgement_batches)
             acquired, batches = await self._acquire(request, deadline)
-            lock_ms = self._sp.record_lock_duration_ms
+            sp = self._sp
+            lock_ms = sp.record_lock_duration_ms if sp is not None else 0
         except KafkaError as e:
             error = e
         result = ShareFetchResponsePartition(
