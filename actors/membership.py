@@ -191,6 +191,10 @@ class MembershipManager:
             return full or any(sent.get(k) != now[k] for k in keys)
 
         subscription = changed("topics", "regex")  # "" clears a regex, as the coordinator reads it
+        # What it owns is told only between reconciliations (Kafka sends its local assignment,
+        # which changes only when one completes): told midway, the coordinator would count
+        # partitions about to be taken as given up, and could hand them to another member.
+        report = changed("owned") and self.in_progress is None
         request = ConsumerGroupHeartbeatRequest(
             self.group_id, self.member_id, JOIN_GROUP_MEMBER_EPOCH if joining else self.member_epoch,
             self.instance_id,
@@ -199,8 +203,10 @@ class MembershipManager:
             subscribed_topic_names=self.topics if subscription else None,
             subscribed_topic_regex=(self.regex or "") if subscription else None,
             server_assignor=self.server_assignor if changed("assignor") else None,
-            topic_partitions=_request_partitions(now["owned"]) if changed("owned") else None)
-        self._sent = now
+            topic_partitions=_request_partitions(now["owned"]) if report else None)
+        if report or not full:
+            # a full request without what it owns does not count as one: it goes out again
+            self._sent = now if report else {**now, "owned": sent.get("owned")}
         if self.state is S.ACKNOWLEDGING:
             self._transition(S.STABLE if self.target == self.owned else S.RECONCILING)
         return request
@@ -230,6 +236,11 @@ class MembershipManager:
         if response.assignment is not None:
             self.target = frozenset(TopicPartition(tp.topic_name, p) for tp in response.assignment.topic_partitions
                                     for p in tp.partitions)
+            if self._sent is not None:
+                # The coordinator now counts the member as owning what it assigned until told
+                # otherwise: the next heartbeat says what the member owns, even if unchanged
+                # (a target withdrawn before it was applied would wait for a revocation forever).
+                self._sent["owned"] = None
         elif self.state is S.JOINING:
             return  # a join is answered with an assignment; wait for it
         self._settle()

@@ -148,8 +148,9 @@ def test_revocation_comes_before_the_new_assignment_and_is_reported():
     assert (rec.revoked, rec.assigned) == (tps(("t", 0)), tps(("t", 2)))
     m.revocation_done(rec)
     assert m.owned == tps(("t", 1))  # revoked is no longer owned, whatever comes next
-    # a heartbeat at the interval while the assignment is still being applied reports it
-    assert m.heartbeat_request().topic_partitions == (ConsumerGroupHeartbeatRequestTopicPartitions("t", (1,)),)
+    # a heartbeat at the interval midway says nothing of what it owns: told now, the
+    # coordinator could count t-2, about to be taken, as given up
+    assert m.heartbeat_request().topic_partitions is None
     m.reconciliation_done(rec)
     assert m.state is S.ACKNOWLEDGING
     assert m.heartbeat_request().topic_partitions == (ConsumerGroupHeartbeatRequestTopicPartitions("t", (1, 2)),)
@@ -175,6 +176,33 @@ def test_an_unchanged_assignment_leaves_a_stable_member_stable():
     m.on_heartbeat_response(response(4, None))
     m.on_heartbeat_response(response(5, {"t": [0]}))
     assert m.state is S.STABLE and m.member_epoch == 5
+    # but it says what it owns once more: the coordinator counts it as owning what it sent
+    assert m.heartbeat_request().topic_partitions == (ConsumerGroupHeartbeatRequestTopicPartitions("t", (0,)),)
+    assert m.heartbeat_request().topic_partitions is None
+
+
+def test_a_target_withdrawn_before_it_was_applied_is_acknowledged():
+    m = manager()
+    m.subscribe(["t"])
+    m.heartbeat_request()
+    m.on_heartbeat_response(response(1, {"t": [0, 1]}))
+    m.heartbeat_request()
+    m.on_heartbeat_response(response(2, {}))  # another member took them before this one started
+    assert m.state is S.ACKNOWLEDGING and m.next_reconciliation() is None
+    assert m.heartbeat_request().topic_partitions == ()  # or the coordinator waits for it forever
+    assert m.state is S.STABLE
+
+
+def test_a_full_heartbeat_waits_for_the_reconciliation_to_finish():
+    m = stable(manager(), {"t": [0]})
+    m.on_heartbeat_response(response(2, {"t": [0, 1]}))
+    rec = m.next_reconciliation()
+    m.heartbeat_failed()
+    assert m.heartbeat_request().topic_partitions is None
+    m.revocation_done(rec)
+    m.reconciliation_done(rec)
+    assert m.heartbeat_request() == ConsumerGroupHeartbeatRequest(
+        G, "m1", 2, None, None, 3000, ("t",), "", None, (ConsumerGroupHeartbeatRequestTopicPartitions("t", (0, 1)),))
 
 
 def test_a_reconciled_target_not_yet_reported_is_acknowledged():
