@@ -202,3 +202,29 @@ def test_read_committed_share_group_skips_aborted_records(cluster):
         # Aborted records, markers and gaps all end settled: the start offset is at the end.
         assert c.poll(0.2) == []
         assert states(cluster, "g-txn", "s-txn")["start_offset"] == 7
+
+
+def test_share_coordinator_actor_answers_each_partition_of_a_batch(cluster):
+    from runtime.messages.share_state import (
+        InitializeShareGroupStateRequest, InitializeStateData, InitializeStatePartitionData,
+        ReadShareGroupStateSummaryRequest, ReadStateSummaryData, ReadStateSummaryPartitionData,
+        WriteShareGroupStateRequest, WriteStateData, WriteStatePartitionData)
+    from runtime.share.records import PersisterStateBatch
+    cluster.create_topic("s-coord", 1)
+    coordinator = cluster.share_coordinator("g-coord", "s-coord", 0)  # the only state partition here
+    init = InitializeShareGroupStateRequest("g-coord", (InitializeStateData("t1", (
+        InitializeStatePartitionData(0, 3, 10), InitializeStatePartitionData(1, 3, -1))),))
+    (result,) = ray.get(coordinator.initialize_share_group_state.remote(init)).results
+    assert [p.error_code for p in result.partitions] == [0, 0]
+    write = WriteShareGroupStateRequest("g-coord", (WriteStateData("t1", (
+        WriteStatePartitionData(0, 3, 0, 10, 1, (PersisterStateBatch(10, 12, 2, 1),)),
+        WriteStatePartitionData(2, 3, 0, 0, 0, ()),  # never initialised
+        WriteStatePartitionData(1, 2, 0, 0, 0, ()))),))  # stale state epoch
+    (result,) = ray.get(coordinator.write_share_group_state.remote(write)).results
+    assert [Errors.for_code(p.error_code) for p in result.partitions] == [
+        Errors.NONE, Errors.INVALID_REQUEST, Errors.FENCED_STATE_EPOCH]
+    summary = ReadShareGroupStateSummaryRequest("g-coord", (ReadStateSummaryData("t1", (
+        ReadStateSummaryPartitionData(0), ReadStateSummaryPartitionData(1))),))
+    (result,) = ray.get(coordinator.read_share_group_state_summary.remote(summary)).results
+    assert [(p.state_epoch, p.start_offset, p.delivery_complete_count) for p in result.partitions] == [
+        (3, 10, 1), (3, -1, -1)]
