@@ -33,8 +33,10 @@ from runtime.messages.group import (HeartbeatRequest, JoinGroupRequest, JoinGrou
                                     MemberIdentity, OffsetCommitRequest, OffsetCommitRequestPartition,
                                     OffsetCommitRequestTopic, OffsetFetchRequest, OffsetFetchRequestGroup,
                                     OffsetFetchRequestTopics, SyncGroupRequest, SyncGroupRequestAssignment)
-from runtime.messages.topics import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FetchRequest, ListOffsetsRequest, MetadataRequest
+from runtime.messages.topics import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED,
+                                     FetchRequest, ListOffsetsRequest, MetadataRequest)
 from runtime.topics.data import decode_entries
+from runtime.topics.isolation import filter_aborted
 
 from . import naming
 from .client import ClientActor, ClientFacade
@@ -64,6 +66,7 @@ DEFAULT_CONFIG: dict = {
     "fetch_max_wait_ms": 500,
     "fetch_min_bytes": 1,
     "max_partition_fetch_bytes": 1048576,
+    "isolation_level": "read_uncommitted",  # "read_committed": only committed transactions' records
     "request_timeout_ms": 30000,
     "retry_backoff_ms": 100,
     "metadata_max_age_ms": 300000,
@@ -669,8 +672,9 @@ class ConsumerActor(ClientActor):
                 part.position = part.fetch_offset = committed[tp].offset if committed.get(tp) else offsets[tp]
 
     async def _list_offset(self, tp: TopicPartition, timestamp: int) -> int:
+        isolation = READ_COMMITTED if self.s["isolation_level"] == "read_committed" else READ_UNCOMMITTED
         response = await self._call(naming.partition_leader(*tp), "list_offsets", ListOffsetsRequest(
-            tp.topic, tp.partition, timestamp), timeout_s=self.s["request_timeout_ms"] / 1000)
+            tp.topic, tp.partition, timestamp, isolation), timeout_s=self.s["request_timeout_ms"] / 1000)
         if response.error_code:
             raise KafkaError(Errors.for_code(response.error_code), f"list_offsets {tp}")
         return response.offset
@@ -686,8 +690,10 @@ class ConsumerActor(ClientActor):
                 part.space.clear()
                 await part.space.wait()
                 continue
+            committed = self.s["isolation_level"] == "read_committed"
             request = FetchRequest(tp.topic, tp.partition, part.fetch_offset, self.s["max_partition_fetch_bytes"],
-                                   self.s["fetch_max_wait_ms"], self.s["fetch_min_bytes"])
+                                   self.s["fetch_max_wait_ms"], self.s["fetch_min_bytes"],
+                                   READ_COMMITTED if committed else READ_UNCOMMITTED)
             try:
                 response = await self._call(leader, "fetch", request,
                                             timeout_s=(self.s["fetch_max_wait_ms"] + self.s["request_timeout_ms"]) / 1000)
@@ -713,13 +719,18 @@ class ConsumerActor(ClientActor):
                 continue
             backoff.attempts = 0
             added = 0
+            # Control batches (transaction markers) and, for read_committed, aborted
+            # transactions' batches are skipped, but the fetch offset moves past them.
+            delivered = {id(b) for b in (filter_aborted(response.batches, response.aborted_transactions)
+                                         if committed else response.batches) if not b.is_control}
             for batch in response.batches:
-                if batch.is_control or batch.last_offset < part.fetch_offset:
+                if batch.last_offset < part.fetch_offset:
                     continue
-                for r in decode_entries(batch.records, batch.base_offset):
-                    if r.offset >= part.fetch_offset:
-                        part.buffer.append(r)
-                        added += 1
+                if id(batch) in delivered:
+                    for r in decode_entries(batch.records, batch.base_offset):
+                        if r.offset >= part.fetch_offset:
+                            part.buffer.append(r)
+                            added += 1
                 part.fetch_offset = batch.last_offset + 1
             if added:
                 self.data.set()
@@ -760,6 +771,9 @@ class Consumer(ClientFacade):
         if settings["group_protocol"] not in ("classic", "consumer"):
             raise KafkaError(Errors.UNSUPPORTED_VERSION, f"group_protocol {settings['group_protocol']!r} is not "
                                                           "served by this consumer")
+        if settings["isolation_level"] not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"isolation_level is read_uncommitted or read_committed, "
+                             f"not {settings['isolation_level']!r}")
         if isinstance(settings["partition_assignment_strategy"], str):
             settings["partition_assignment_strategy"] = (settings["partition_assignment_strategy"],)
         for name in settings["partition_assignment_strategy"]:

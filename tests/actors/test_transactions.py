@@ -392,3 +392,32 @@ def test_consume_transform_produce_crashing_at_random_points_yields_each_result_
 
 def batches_of(fetched):
     return [decode_entries(b.records, b.base_offset) for b in fetched if not b.is_control]
+
+
+def test_a_read_committed_consumer_sees_committed_transactions_only(cluster):
+    from actors import TopicPartition
+    cluster.create_topic("rc", 1)
+    with cluster.producer(transactional_id="tx-rc", linger_ms=1) as producer:
+        producer.init_transactions()
+        for i, commit in enumerate([True, False, True]):
+            producer.begin_transaction()
+            producer.send("rc", f"txn-{i}".encode())
+            producer.commit_transaction() if commit else producer.abort_transaction()
+        producer.begin_transaction()
+        producer.send("rc", b"open").get(10)  # still open: read_committed stops before it
+
+        def read(isolation_level):
+            consumer = cluster.consumer(None, isolation_level=isolation_level, auto_offset_reset="earliest",
+                                        enable_auto_commit=False)
+            consumer.assign([TopicPartition("rc", 0)])
+            got = []
+            wait_until(lambda: got.extend(r.value for rs in consumer.poll(200).values() for r in rs)
+                       or len(got) >= (2 if isolation_level == "read_committed" else 4))
+            consumer.close()
+            return got
+
+        assert read("read_committed") == [b"txn-0", b"txn-2"]
+        assert read("read_uncommitted") == [b"txn-0", b"txn-1", b"txn-2", b"open"]
+        producer.abort_transaction()
+    with pytest.raises(ValueError):
+        cluster.consumer(None, isolation_level="serializable")
