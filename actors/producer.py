@@ -139,7 +139,8 @@ class Producer:
                 raise TypeError(f"{what} must be bytes (or set {what}_serializer), got {type(b).__name__}")
         count = self.partition_count(topic)
         if partition is None:
-            partition = default_partition(bytes(key_bytes), count) if key_bytes is not None else self._sticky_partition(topic, count)
+            partition = (default_partition(bytes(key_bytes), count) if key_bytes is not None
+                         else self._sticky_partition(topic, count))
         elif not 0 <= partition < count:
             raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}")
         ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)

@@ -133,7 +133,8 @@ class TransactionCoordinatorActor(ShardHost):
     async def _write_markers(self, tp: tuple[str, int], request: WriteTxnMarkersRequest) -> None:
         """Write one partition's marker, retrying until its leader answers for it."""
         topic, partition = tp
-        name = naming.group_coordinator(partition) if topic == OFFSETS_TOPIC else naming.partition_leader(topic, partition)
+        name = (naming.group_coordinator(partition) if topic == OFFSETS_TOPIC
+                else naming.partition_leader(topic, partition))
         backoff = Backoff(50, 1000)
         while True:
             try:

@@ -101,7 +101,8 @@ def main() -> None:
         txn = statistics.median(r["records_per_s"] for r in runs["transactional"])
         print(json.dumps({
             "benchmark": "transactional vs plain produce",
-            "conditions": {"record_bytes": RECORD, "commit_interval_ms": args.commit_ms, "seconds_per_run": args.seconds,
+            "conditions": {"record_bytes": RECORD, "commit_interval_ms": args.commit_ms,
+                           "seconds_per_run": args.seconds,
                            "runs": args.runs, "partitions": args.partitions, "fsync": args.fsync,
                            "producer": config, "plain": "idempotent producer (the default)", "cpus": os.cpu_count()},
             "plain_records_per_s": plain,
