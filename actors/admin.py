@@ -16,6 +16,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+import ray
+
 from runtime.errors import Errors, KafkaError, raise_if
 from runtime.group.consumer_protocol import decode_assignment
 from runtime.hashing import partition_for
@@ -26,9 +28,8 @@ from runtime.messages.group import (
     OffsetFetchRequestTopics,
 )
 from runtime.messages.share_state import (
-    DeleteShareGroupStateRequest, DeleteStateData, DeleteStatePartitionData, InitializeShareGroupStateRequest,
-    InitializeStateData, InitializeStatePartitionData, ReadShareGroupStateSummaryRequest, ReadStateSummaryData,
-    ReadStateSummaryPartitionData,
+    InitializeShareGroupStateRequest, InitializeStateData, InitializeStatePartitionData,
+    ReadShareGroupStateSummaryRequest, ReadStateSummaryData, ReadStateSummaryPartitionData,
 )
 from runtime.messages.topics import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ListOffsetsRequest, MetadataRequest
 from runtime.messages.txn import DescribeTransactionsRequest, ListTransactionsRequest
@@ -455,51 +456,55 @@ class Admin:
                  f"share-group offsets can be changed only if the group {group_id!r} is inactive, but the current "
                  f"state is {group.state} with {len(group.members)} member(s)")
 
-    async def alter_share_group_offsets_async(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
-        """Start the share group on each partition at a new offset: its state starts over
-        (a new state epoch), so a SharePartition still holding the old state is fenced and reloads."""
-        offsets = {TopicPartition(*tp): int(o) for tp, o in offsets.items()}
-        for tp, o in offsets.items():
-            raise_if(o < 0, Errors.INVALID_REQUEST, f"cannot start {tp} at a negative offset")
-        await self._check_partitions(offsets)
+    async def _restart_share_state(self, group_id: str, starts: Mapping[TopicPartition, int]) -> None:
+        """Start the share group's state on each partition over, at a start offset (-1: at
+        share.auto.offset.reset when next consumed), under a new state epoch; then restart the
+        group's SharePartition actors there, which load the new state (a stale one would be
+        fenced only at its next write, after serving old state)."""
         await self._raise_if_share_group_active(group_id)
-        keys = await self._share_keys(group_id, {tp.topic for tp in offsets})
+        keys = await self._share_keys(group_id, {tp.topic for tp in starts})
         for coordinator, tps in keys.items():
-            wanted = [(tp, tid) for tp, tid in tps if tp in offsets]
-            if not wanted:
-                continue
             by_id: dict[str, list] = {}
-            for tp, tid in wanted:
-                by_id.setdefault(tid, []).append(tp)
+            for tp, tid in tps:
+                if tp in starts:
+                    by_id.setdefault(tid, []).append(tp)
+            if not by_id:
+                continue
             summary = await self._call(coordinator, "read_share_group_state_summary", ReadShareGroupStateSummaryRequest(
                 group_id, tuple(ReadStateSummaryData(tid, tuple(ReadStateSummaryPartitionData(tp.partition)
                                                                  for tp in ps)) for tid, ps in by_id.items())))
             epochs = {(r.topic_id, p.partition): p.state_epoch for r in summary.results for p in r.partitions}
             request = InitializeShareGroupStateRequest(group_id, tuple(
                 InitializeStateData(tid, tuple(InitializeStatePartitionData(
-                    tp.partition, epochs.get((tid, tp.partition), 0) + 1, offsets[tp]) for tp in ps))
+                    tp.partition, epochs.get((tid, tp.partition), 0) + 1, starts[tp]) for tp in ps))
                 for tid, ps in by_id.items()))
             response = await self._call(coordinator, "initialize_share_group_state", request)
             for r in response.results:
                 for p in r.partitions:
-                    _raise_for_code(p.error_code, f"alter share-group offsets of {group_id!r}", p.error_message)
+                    _raise_for_code(p.error_code, f"change share-group offsets of {group_id!r}", p.error_message)
+        for tp in starts:
+            try:
+                actor = ray.get_actor(naming.share_partition(group_id, tp.topic, tp.partition),
+                                      namespace=self.cluster.namespace)
+            except ValueError:
+                continue  # nobody consumed there yet
+            ray.kill(actor, no_restart=False)
+
+    async def alter_share_group_offsets_async(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Start the share group on each partition at a new offset (the group must have no
+        members; NON_EMPTY_GROUP otherwise)."""
+        offsets = {TopicPartition(*tp): int(o) for tp, o in offsets.items()}
+        for tp, o in offsets.items():
+            raise_if(o < 0, Errors.INVALID_REQUEST, f"cannot start {tp} at a negative offset")
+        await self._check_partitions(offsets)
+        await self._restart_share_state(group_id, offsets)
 
     async def delete_share_group_offsets_async(self, group_id: str, topics: Iterable[str]) -> None:
-        """Forget the share group's state on every partition of the topics; the next share
-        fetch starts it again from share.auto.offset.reset."""
-        topics = list(topics)
-        await self._raise_if_share_group_active(group_id)
-        keys = await self._share_keys(group_id, topics)
-        for coordinator, tps in keys.items():
-            by_id: dict[str, list] = {}
-            for tp, tid in tps:
-                by_id.setdefault(tid, []).append(tp)
-            response = await self._call(coordinator, "delete_share_group_state", DeleteShareGroupStateRequest(
-                group_id, tuple(DeleteStateData(tid, tuple(DeleteStatePartitionData(tp.partition) for tp in ps))
-                                for tid, ps in by_id.items())))
-            for r in response.results:
-                for p in r.partitions:
-                    _raise_for_code(p.error_code, f"delete share-group offsets of {group_id!r}", p.error_message)
+        """Forget where the share group is on every partition of the topics: its next share
+        fetch there starts at share.auto.offset.reset (the group must have no members)."""
+        counts = await self._topics(list(topics))
+        await self._restart_share_state(group_id, {TopicPartition(t, p): UNKNOWN for t, (_, n) in counts.items()
+                                                   for p in range(n)})
 
     # ------------------------------------------------------------------ transactions
 

@@ -197,8 +197,18 @@ def test_share_group_offsets(cluster, admin):
         assert offset.lag == 7 and 0 <= offset.start_offset <= 5
     admin.alter_share_group_offsets("g-share", {wp: 10})
     assert admin.describe_share_group_offsets("g-share") == {wp: SharePartitionOffset(10, 2)}
+    with cluster.share_consumer("g-share", fetch_max_wait_ms=200) as c:  # starts at offset 10
+        c.subscribe(["work"])
+        got = []
+        wait_until(lambda: got.extend(c.poll(0.2)) or len(got) >= 2, message="2 records")
+        assert [r.offset for r in got] == [10, 11]
     admin.delete_share_group_offsets("g-share", ["work"])
     assert admin.describe_share_group_offsets("g-share") == {}
+    with cluster.share_consumer("g-share", fetch_max_wait_ms=200) as c:  # starts over: share.auto.offset.reset
+        c.subscribe(["work"])
+        got = []
+        wait_until(lambda: got.extend(c.poll(0.2)) or len(got) >= 12, message="12 records")
+        assert [r.offset for r in got] == list(range(12))
 
 
 def test_transactions(cluster, admin):
