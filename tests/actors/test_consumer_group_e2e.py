@@ -167,6 +167,7 @@ def test_a_member_that_does_not_revoke_in_time_is_fenced_loses_its_partitions_an
         kind == "lost" for _, kind, _ in ray.get(stuck._actor.ownership_history.remote())),
         timeout_s=30, interval_s=0, message="fenced")
     poll_until([stuck, other], lambda: settled(cluster, "g-fence", [stuck, other]), seen, message="rejoined")
+    stuck.poll(timeout_ms=100)  # the callbacks of what it took since its last poll run here
     kinds = [kind for kind, _ in listener.events]
     assert kinds[:3] == ["assigned", "revoked", "lost"]
     assert "assigned" in kinds[3:] and stuck.assignment()  # rejoined with epoch 0 and got partitions again
