@@ -169,6 +169,15 @@ class Admin:
         raise_if(not group_id, Errors.INVALID_GROUP_ID, "empty group id")
         return naming.group_coordinator(partition_for(group_id, self._count("offsets.topic.num.partitions")))
 
+    async def _ask_every(self, name_for, count_key: str, method: str, request) -> list:
+        """The same request to every coordinator of a kind (a list request); the responses,
+        or the first whole-request error."""
+        responses = await asyncio.gather(*(self._call(name_for(p), method, request)
+                                           for p in range(self._count(count_key))))
+        for r in responses:
+            _raise_for_code(r.error_code, method)
+        return responses
+
     async def _topics(self, names: Iterable[str] | None = None) -> dict[str, tuple[str, int]]:
         """name -> (topic id, partition count); UNKNOWN_TOPIC_OR_PARTITION for a missing name."""
         response = await self._call(naming.CONTROLLER, "metadata",
@@ -204,14 +213,10 @@ class Admin:
         """Every group of every coordinator, optionally only those of the given types
         ("classic", "consumer", "share") and states (case-insensitive, as Kafka's)."""
         request = ListGroupsRequest(tuple(states or ()), tuple(types or ()))
-        responses = await asyncio.gather(*(
-            self._call(naming.group_coordinator(p), "list_groups", request)
-            for p in range(self._count("offsets.topic.num.partitions"))))
-        out = []
-        for r in responses:
-            _raise_for_code(r.error_code, "list groups")
-            out.extend(GroupListing(g.group_id, g.group_type, g.protocol_type, g.group_state) for g in r.groups)
-        return sorted(out, key=lambda g: g.group_id)
+        responses = await self._ask_every(naming.group_coordinator, "offsets.topic.num.partitions", "list_groups",
+                                          request)
+        return sorted((GroupListing(g.group_id, g.group_type, g.protocol_type, g.group_state)
+                       for r in responses for g in r.groups), key=lambda g: g.group_id)
 
     async def _group_type(self, group_id: str) -> str:
         response = await self._call(self._group_coordinator(group_id), "list_groups", ListGroupsRequest())
@@ -534,14 +539,9 @@ class Admin:
         """ListTransactionsTransactionState of every coordinator's transactions that pass the
         filters (states, producer ids, running longer than duration_ms, id regex)."""
         request = ListTransactionsRequest(tuple(states), tuple(producer_ids), duration_ms, transactional_id_pattern)
-        responses = await asyncio.gather(*(
-            self._call(naming.transaction_coordinator(p), "list_transactions", request)
-            for p in range(self._count("transaction.state.log.num.partitions"))))
-        out = []
-        for r in responses:
-            _raise_for_code(r.error_code, "list transactions")
-            out.extend(r.transaction_states)
-        return sorted(out, key=lambda s: s.transactional_id)
+        responses = await self._ask_every(naming.transaction_coordinator, "transaction.state.log.num.partitions",
+                                          "list_transactions", request)
+        return sorted((s for r in responses for s in r.transaction_states), key=lambda s: s.transactional_id)
 
 
 def _blocking(name: str):
