@@ -12,7 +12,8 @@ Where the numbers come from:
   latency, offset commits...), batch flush time, partition load time;
 - the shard, through `shard_metrics(shard)` run as a read every `metrics.export.interval.ms`:
   groups per protocol and state, offsets retained, rebalances (group epoch increases);
-- successful share-state writes: records acknowledged, archived and released.
+- the responses of offset commits (offsets committed) and share-state writes (records
+  acknowledged, archived and released).
 """
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "shoal_consumer_group_count": ("gauge", "The number of consumer groups in each state.", ("coordinator", "state")),
     "shoal_share_group_count": ("gauge", "The number of share groups in each state.", ("coordinator", "state")),
     "shoal_offset_count": ("gauge", "The number of offsets retained.", ("coordinator",)),
+    "shoal_offset_commit_count": ("counter", "Offsets committed (one per partition of a successful commit).",
+                                  ("coordinator",)),
     "shoal_group_completed_rebalance_count": ("counter", "Classic group completed rebalances.", ("coordinator",)),
     "shoal_consumer_group_rebalance_count": ("counter", "Consumer group rebalances (group epoch bumps).",
                                              ("coordinator",)),
@@ -178,7 +181,13 @@ def _share_state_written(coordinator: str, args: tuple, response: Any) -> None:
     registry.inc("shoal_share_records_released_count", counts[RecordState.AVAILABLE], coordinator=coordinator)
 
 
+def _offsets_committed(coordinator: str, args: tuple, response: Any) -> None:
+    registry.inc("shoal_offset_commit_count", sum(1 for t in response.topics for p in t.partitions
+                                                   if not p.error_code), coordinator=coordinator)
+
+
 _OBSERVERS: dict[str, Callable[[str, tuple, Any], None]] = {
+    "offset_commit": _offsets_committed,
     "write_share_group_state": _share_state_written,
 }
 

@@ -53,6 +53,7 @@ def test_group_coordinator_metrics_after_a_known_workload(cluster):
     assert s[("shoal_classic_group_count", (("state", "Stable"),))] == 1
     assert s[("shoal_group_completed_rebalance_count", ())] == 1
     assert s[("shoal_offset_count", ())] == 2
+    assert s[("shoal_offset_commit_count", ())] == 2
     assert s[("shoal_partition_load_time_ms", ())]["count"] == 1
     assert s[("shoal_batch_flush_time_ms", ())]["count"] >= 2  # the join and the commit were written
 
