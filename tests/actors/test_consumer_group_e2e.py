@@ -192,6 +192,23 @@ def test_members_follow_topics_as_they_grow_and_go(cluster):
     consumer.close()
 
 
+def test_a_static_member_that_closes_keeps_its_place_for_its_successor(cluster):
+    first = cluster.consumer("g-static", **FAST, group_instance_id="i1")
+    first.subscribe([TOPIC])
+    wait_until(lambda: first.poll(timeout_ms=50) is not None and first.assignment() == ALL, timeout_s=30,
+               interval_s=0, message="it owns everything")
+    first.close()  # epoch -2: the member and its partitions wait for it for a session timeout
+    (member,) = describe(cluster, "g-static").members
+    assert (member.instance_id, member.member_epoch) == ("i1", -2)
+    again = cluster.consumer("g-static", **FAST, group_instance_id="i1")
+    again.subscribe([TOPIC])
+    wait_until(lambda: again.poll(timeout_ms=50) is not None and again.assignment() == ALL, timeout_s=30,
+               interval_s=0, message="the same partitions again")
+    (member,) = describe(cluster, "g-static").members
+    assert member.instance_id == "i1" and member.member_epoch > 0
+    again.close()
+
+
 # ---------------------------------------------------------------------- errors through the actor
 
 def heartbeat(cluster, group_id, member_id="", epoch=0, **fields):
