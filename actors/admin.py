@@ -21,12 +21,14 @@ import ray
 from runtime.errors import Errors, KafkaError, raise_if
 from runtime.group.consumer_protocol import decode_assignment
 from runtime.hashing import partition_for
+from runtime.messages.consumer import ConsumerGroupDescribeRequest
 from runtime.messages.group import (
     DeleteGroupsRequest, DescribeGroupsRequest, LeaveGroupRequest, ListGroupsRequest, MemberIdentity,
     OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetDeleteRequest,
     OffsetDeleteRequestPartition, OffsetDeleteRequestTopic, OffsetFetchRequest, OffsetFetchRequestGroup,
     OffsetFetchRequestTopics,
 )
+from runtime.messages.share_group import ShareGroupDescribeRequest
 from runtime.messages.share_state import (
     InitializeShareGroupStateRequest, InitializeStateData, InitializeStatePartitionData,
     ReadShareGroupStateSummaryRequest, ReadStateSummaryData, ReadStateSummaryPartitionData,
@@ -110,6 +112,10 @@ class SharePartitionOffset:
     to completion (log end offset - start offset - records already completed beyond it)."""
     start_offset: int
     lag: int
+
+
+_MODERN_DESCRIBE = {"consumer": ("consumer_group_describe", ConsumerGroupDescribeRequest),
+                    "share": ("share_group_describe", ShareGroupDescribeRequest)}
 
 
 def _raise_for_code(code: int, what: str, message: str | None = None) -> None:
@@ -236,11 +242,11 @@ class Admin:
     async def _describe_group(self, group_id: str) -> GroupDescription:
         kind = await self._group_type(group_id)
         coordinator = self._group_coordinator(group_id)
-        modern = {"consumer": ("consumer_group_describe", "ConsumerGroupDescribeRequest", "consumer"),
-                  "share": ("share_group_describe", "ShareGroupDescribeRequest", "share_group")}.get(kind)
-        if modern is not None and hasattr(self.cluster._actor(coordinator), modern[0]):
-            import runtime.messages as messages
-            response = await self._call(coordinator, modern[0], getattr(messages, modern[1])((group_id,)))
+        method, request_class = _MODERN_DESCRIBE.get(kind, (None, None))
+        # A coordinator without the protocol's own describe still answers the classic one
+        # (members with client ids and hosts, no assignments).
+        if method is not None and hasattr(self.cluster._actor(coordinator), method):
+            response = await self._call(coordinator, method, request_class((group_id,)))
             (g,) = response.groups
             _raise_for_code(g.error_code, f"describe group {group_id!r}", g.error_message)
             members = tuple(MemberDescription(

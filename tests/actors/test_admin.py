@@ -195,6 +195,11 @@ def test_share_group_offsets(cluster, admin):
         # (Kafka persists the start offset that a write moves with the next write)
         (offset,) = admin.describe_share_group_offsets("g-share", ["work"]).values()
         assert offset.lag == 7 and 0 <= offset.start_offset <= 5
+        group = admin.describe_groups(["g-share"])["g-share"]
+        assert (group.type, group.protocol_type, len(group.members)) == ("share", "share", 1)
+        with pytest.raises(KafkaError) as e:
+            admin.alter_share_group_offsets("g-share", {wp: 0})
+        assert e.value.error is Errors.NON_EMPTY_GROUP
     admin.alter_share_group_offsets("g-share", {wp: 10})
     assert admin.describe_share_group_offsets("g-share") == {wp: SharePartitionOffset(10, 2)}
     with cluster.share_consumer("g-share", fetch_max_wait_ms=200) as c:  # starts at offset 10
