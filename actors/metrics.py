@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import threading
 import time
 from typing import Any, Callable
+
+log = logging.getLogger(__name__)
 
 __all__ = ["MetricsRegistry", "registry", "instrument_rpcs", "shard_metrics", "ShardSampler", "TimedLog",
            "METRICS"]
@@ -156,7 +159,10 @@ def _timed(request: str, fn, coordinator):
                              coordinator=name, request=request)
         observer = _OBSERVERS.get(request)
         if observer is not None:
-            observer(name, args, response)
+            try:
+                observer(name, args, response)
+            except Exception:  # a metric must never cost the caller its response
+                log.exception("%s: metrics of %s failed", name, request)
         return response
     wrapper._instrumented = True
     return wrapper
@@ -165,7 +171,7 @@ def _timed(request: str, fn, coordinator):
 def _share_state_written(coordinator: str, args: tuple, response: Any) -> None:
     """Records moved to a terminal or available state by a successful share-state write."""
     from runtime.share.records import RecordState
-    (request,) = args[:1]
+    request = args[0]
     ok = {(r.topic_id, p.partition) for r in response.results for p in r.partitions if not p.error_code}
     counts = {RecordState.ACKNOWLEDGED: 0, RecordState.ARCHIVED: 0, RecordState.AVAILABLE: 0}
     for topic in request.topics:
