@@ -198,8 +198,8 @@ def cmd_share_groups_describe(args) -> None:
     rows = []
     for group_id in args.group:
         offsets = admin.describe_share_group_offsets(group_id)
-        raise_if(not offsets, Errors.GROUP_ID_NOT_FOUND, f"share group '{group_id}' has no offsets: it does not exist "
-                                                         "or never consumed")
+        if not offsets:
+            admin.describe_groups([group_id])  # GROUP_ID_NOT_FOUND, or a group that has not consumed yet
         rows.extend({"GROUP": group_id, "TOPIC": tp.topic, "PARTITION": tp.partition,
                      "START-OFFSET": o.start_offset, "LAG": _known(o.lag)} for tp, o in offsets.items())
     _emit(args, rows, SHARE_COLUMNS)
