@@ -220,6 +220,27 @@ class GroupCoordinatorActor(ShardHost):
             task = asyncio.get_running_loop().create_task(self._initialize_share_state(pending))
             self._share_inits.add(task)
             task.add_done_callback(self._share_inits.discard)
+        for released in self.runtime.shard.released_share_members():
+            task = asyncio.get_running_loop().create_task(self._release_share_member(released))
+            self._share_inits.add(task)
+            task.add_done_callback(self._share_inits.discard)
+
+    async def _release_share_member(self, released) -> None:
+        """A share-group member left or was fenced: its SharePartitions release what it
+        holds now, rather than when the acquisition locks expire."""
+        calls = []
+        for topic, partition in released.partitions:
+            try:
+                sp = ray.get_actor(naming.share_partition(released.group_id, topic, partition),
+                                   namespace=self._namespace)
+            except ValueError:
+                continue  # never fetched from: it holds nothing
+            calls.append(sp.release_member.remote(released.member_id))
+        for call in calls:
+            try:
+                await call
+            except Exception as e:  # the lock expiry releases the records anyway
+                log.info("%s: releasing %s: %s", self.runtime.name, released.member_id, e)
 
     async def notify_topics(self) -> None:
         """Topics were created, grown or deleted: read them now. Returns once topics at least

@@ -112,6 +112,11 @@ class GroupCoordinatorShard:
         once (PendingShareInitialization); call it after writes complete."""
         return self.share.pending_share_initializations()
 
+    def released_share_members(self) -> list:
+        """Share-group members that left or were fenced (ReleasedShareMember), each listed
+        once; call it after writes complete."""
+        return self.share.released_share_members()
+
     def share_group_initialized(self, group_id: str, topic_id: str, partitions, now_ms: int) -> Result:
         return self.share.share_group_initialized(group_id, topic_id, partitions, now_ms)
 

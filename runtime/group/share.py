@@ -89,6 +89,14 @@ class ShareGroupMember:
     partitions_pending_revocation: Mapping = field(default_factory=dict)
 
 
+class ReleasedShareMember(NamedTuple):
+    """A member that left or was fenced: the SharePartitions it was assigned must release
+    the records it still holds (Kafka's SharePartition.releaseAcquiredRecords)."""
+    group_id: str
+    member_id: str
+    partitions: tuple  # (topic name, partition) pairs
+
+
 class PendingShareInitialization(NamedTuple):
     """Partitions whose share-group state the share coordinator must initialise, with the
     state epoch to give them (the group epoch)."""
@@ -221,6 +229,7 @@ class ShareGroupManager(ModernGroupManager):
         self.max_size = int(context.config.get("group.share.max.size", 200))
         self.retry_interval_ms = int(context.config.get("group.share.initialize.retry.interval.ms", 30000))
         self.topics: dict[str, int] | None = None
+        self._released: list[ReleasedShareMember] = []
         self.topic_ids: dict[str, str] = {}
         self._pending: set[tuple[str, str]] = set()  # (group id, topic id) the owner must still be told of
 
@@ -379,7 +388,16 @@ class ShareGroupManager(ModernGroupManager):
                     else metadata_hash(group.subscribed_topic_counts_with(member, None), self.topics))
         records.append(R.share_group_epoch_record(gid, group.group_epoch + 1, new_hash))
         self.timer.cancel(session_timeout_key(gid, mid))
+        self._released.append(ReleasedShareMember(gid, mid, tuple(
+            (topic, p) for topic, ps in sorted(member.assigned_partitions.items()) for p in sorted(ps))))
         return Result(records, response)
+
+    def released_share_members(self) -> list[ReleasedShareMember]:
+        """Members removed since the last call, each listed once; the owner asks their
+        SharePartitions to release what they hold. Soft state: after a reload the locks'
+        expiry releases the records instead."""
+        out, self._released = self._released, []
+        return out
 
     def _schedule_session_timeout(self, group_id: str, member_id: str, now_ms: int) -> None:
         def expire(_now_ms: int) -> Result:

@@ -461,3 +461,32 @@ def test_reload_gives_the_same_state_and_timers(tmp_path):
         PendingShareInitialization(G, "U", "u", (0,), group(h).group_epoch)]
     h.advance(SESSION_MS)
     assert group(h).members == {}
+
+
+def test_a_fenced_or_leaving_member_is_listed_once_for_release(tmp_path):
+    from runtime.group.share import ReleasedShareMember
+    from runtime.messages.share_group import ShareGroupHeartbeatRequest
+    from runtime.testing import ShardHarness
+    from runtime.group.shard import GroupCoordinatorShard
+    h = ShardHarness(str(tmp_path), GroupCoordinatorShard,
+                     config={"group.share.session.timeout.ms": 1000, "group.share.min.session.timeout.ms": 100,
+                             "group.share.heartbeat.interval.ms": 100, "group.share.min.heartbeat.interval.ms": 50})
+    h.call(lambda s, now: s.update_topics({"t": 2}, now, {"t": "tid"}))
+    for member in ("m1", "m2"):
+        h.call(lambda s, now, m=member: s.share_group_heartbeat(
+            ShareGroupHeartbeatRequest("g", m, 0, subscribed_topic_names=("t",)), now, m))
+    for pending in h.shard.pending_share_initializations():
+        h.call(lambda s, now, p=pending: s.share_group_initialized(p.group_id, p.topic_id, p.partitions, now))
+    assigned = {}
+    for member in ("m1", "m2"):
+        r = h.call(lambda s, now, m=member: s.share_group_heartbeat(
+            ShareGroupHeartbeatRequest("g", m, h.shard.groups["g"].members[m].member_epoch), now, m))
+        assigned[member] = tuple(("t", p) for t in r.assignment.topic_partitions for p in t.partitions)
+    assert sorted(assigned["m1"] + assigned["m2"]) == [("t", 0), ("t", 1)]
+    assert h.shard.released_share_members() == []
+    h.call(lambda s, now: s.share_group_heartbeat(ShareGroupHeartbeatRequest("g", "m1", -1), now, "m1"))
+    assert h.shard.released_share_members() == [ReleasedShareMember("g", "m1", assigned["m1"])]
+    assert h.shard.released_share_members() == []
+    h.advance(1500)  # m2 stops heartbeating: fenced by its session timeout
+    released = h.shard.released_share_members()
+    assert [(r.group_id, r.member_id) for r in released] == [("g", "m2")]
