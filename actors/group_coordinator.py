@@ -28,7 +28,9 @@ from runtime.messages.group import (
     OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
     error_response,
 )
-from runtime.messages.share_group import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
+from runtime.messages.share_group import (AlterGroupConfigRequest, AlterGroupConfigResponse,
+                                          DescribeGroupConfigRequest, DescribeGroupConfigResponse,
+                                          ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse)
 from runtime.messages.share_state import (InitializeShareGroupStateRequest, InitializeStateData,
                                           InitializeStatePartitionData)
 from runtime.messages.topics import MetadataRequest
@@ -39,7 +41,7 @@ from runtime.txn.coordinator import OFFSETS_TOPIC
 
 from . import naming
 from .retry import call_async
-from .shard_host import ShardHost
+from .shard_host import ShardHost, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +226,40 @@ class GroupCoordinatorActor(ShardHost):
             task = asyncio.get_running_loop().create_task(self._release_share_member(released))
             self._share_inits.add(task)
             task.add_done_callback(self._share_inits.discard)
+
+    # ------------------------------------------------------------------ dynamic group configs
+
+    async def alter_group_config(self, request: AlterGroupConfigRequest) -> AlterGroupConfigResponse:
+        try:
+            await self._write(lambda s, now: s.alter_group_config(request.group_id, request.configs, now))
+        except KafkaError as e:
+            return AlterGroupConfigResponse(request.group_id, e.code, e.message)
+        await self._push_share_configs(request.group_id)
+        return AlterGroupConfigResponse(request.group_id)
+
+    async def describe_group_config(self, request: DescribeGroupConfigRequest) -> DescribeGroupConfigResponse:
+        try:
+            entries = await self._read(lambda s: s.describe_group_config(request.group_id))
+        except KafkaError as e:
+            return DescribeGroupConfigResponse(request.group_id, e.code, e.message)
+        return DescribeGroupConfigResponse(request.group_id, configs=tuple(entries))
+
+    async def _push_share_configs(self, group_id: str) -> None:
+        """The group's share.* configs go to its live SharePartitions (new ones read them
+        when they load)."""
+        entries = self.runtime.read(lambda s: s.describe_group_config(group_id), now_ms())
+        share = {e.name: None if e.is_default else e.value for e in entries if e.name.startswith("share.")}
+        try:
+            live = self.runtime.read(lambda s: s.share_group_state_partitions(group_id), now_ms())
+        except KafkaError:  # no share group (yet): its SharePartitions read the configs when they load
+            return
+        for _topic_id, topic, partitions in live:
+            for partition in partitions:
+                try:
+                    sp = ray.get_actor(naming.share_partition(group_id, topic, partition), namespace=self._namespace)
+                    await sp.update_config.remote(share)
+                except Exception as e:  # not created yet, or restarting: it reads them when it loads
+                    log.info("%s: share configs of %s to %s-%d: %s", self.runtime.name, group_id, topic, partition, e)
 
     async def _release_share_member(self, released) -> None:
         """A share-group member left or was fenced: its SharePartitions release what it

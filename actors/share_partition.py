@@ -23,6 +23,8 @@ from runtime.messages.share import (AcknowledgementBatch, ShareAcknowledgeReques
                                     ShareFetchResponsePartition)
 from runtime.messages.share_state import (ReadShareGroupStateSummaryRequest, ReadStateSummaryData,
                                           ReadStateSummaryPartitionData)
+from runtime.hashing import partition_for
+from runtime.messages.share_group import DescribeGroupConfigRequest
 from runtime.messages.topics import FetchRequest, ListOffsetsRequest
 from runtime.share.coordinator import state_partition_for
 from runtime.share.partition import PendingShareWrite, SharePartition, SharePartitionState
@@ -54,6 +56,8 @@ class SharePartitionActor:
         self.topic_id = topic_id
         self.partition = partition
         self.config = dict(config)
+        self._base_config: dict | None = None  # the cluster's config, under the group's own
+        self._group_configs: dict = {}
         self._coordinator = naming.share_coordinator(state_partition_for(
             group_id, topic_id, partition, int(config["share.coordinator.state.topic.num.partitions"])))
         self._leader = naming.partition_leader(topic, partition)
@@ -123,6 +127,7 @@ class SharePartitionActor:
         return self._sp
 
     async def _load(self) -> None:
+        await self._read_group_configs()
         summary = await self._coordinator_call("read_share_group_state_summary", ReadShareGroupStateSummaryRequest(
             self.group_id, (ReadStateSummaryData(self.topic_id, (ReadStateSummaryPartitionData(self.partition, 0),)),)))
         _raise_for(summary)
@@ -157,10 +162,25 @@ class SharePartitionActor:
         return latest.offset
 
     async def update_config(self, configs: dict) -> None:
-        """The group's dynamic share.* configs changed (or are known for the first time)."""
-        self.config.update(configs)
-        if self._sp is not None:
-            self._sp.config.update(configs)
+        """The group's dynamic share.* configs changed (or are known for the first time);
+        None removes the group's value, so the cluster's applies again."""
+        if self._base_config is None:
+            self._base_config = dict(self.config)
+        self._group_configs.update(configs)
+        effective = {**self._base_config, **{k: v for k, v in self._group_configs.items() if v is not None}}
+        for target in (self.config, self._sp.config if self._sp is not None else None):
+            if target is not None:
+                target.clear()
+                target.update(effective)
+
+    async def _read_group_configs(self) -> None:
+        """The group's dynamic configs, from its group coordinator (later changes are pushed)."""
+        coordinator = naming.group_coordinator(
+            partition_for(self.group_id, int(self.config.get("offsets.topic.num.partitions", 1))))
+        response = await self._call(coordinator, "describe_group_config", DescribeGroupConfigRequest(self.group_id))
+        if response.error_code == 0:
+            await self.update_config({e.name: None if e.is_default else e.value
+                                      for e in response.configs if e.name.startswith("share.")})
 
     # ------------------------------------------------------------------ writes
 

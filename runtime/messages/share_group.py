@@ -14,6 +14,8 @@ __all__ = [
     "ShareGroupDescribeRequest", "ShareGroupDescribeResponseTopicPartitions",
     "ShareGroupDescribeResponseAssignment", "ShareGroupDescribeResponseMember",
     "ShareGroupDescribeResponseDescribedGroup", "ShareGroupDescribeResponse",
+    "AlterGroupConfigRequest", "AlterGroupConfigResponse", "DescribeGroupConfigRequest",
+    "DescribeGroupConfigResponse",
 ]
 
 
@@ -99,3 +101,32 @@ class ShareGroupDescribeResponseDescribedGroup:
 class ShareGroupDescribeResponse:
     groups: tuple[ShareGroupDescribeResponseDescribedGroup, ...] = ()
     throttle_time_ms: int = 0
+
+
+# Dynamic group configs: Kafka's IncrementalAlterConfigs and DescribeConfigs on a GROUP
+# resource, narrowed to one group.
+
+@dataclass(frozen=True)
+class AlterGroupConfigRequest:
+    group_id: str
+    configs: dict  # name -> value (SET), or None (DELETE)
+
+
+@dataclass(frozen=True)
+class AlterGroupConfigResponse:
+    group_id: str
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass(frozen=True)
+class DescribeGroupConfigRequest:
+    group_id: str
+
+
+@dataclass(frozen=True)
+class DescribeGroupConfigResponse:
+    group_id: str
+    error_code: int = 0
+    error_message: str | None = None
+    configs: tuple = ()  # runtime.group.configs.GroupConfigEntry(name, value, is_default)

@@ -191,11 +191,12 @@ def test_read_committed_share_group_skips_aborted_records(cluster):
         for v in ("c0", "c1"):
             producer.send("s-txn", v.encode())
         producer.commit_transaction()
+    from runtime.messages.share_group import AlterGroupConfigRequest
+    altered = ray.get(cluster.group_coordinator("g-txn").alter_group_config.remote(
+        AlterGroupConfigRequest("g-txn", {"share.isolation.level": "read_committed"})))
+    assert altered.error_code == 0
     with cluster.share_consumer("g-txn", **FAST) as c:
         c.subscribe("s-txn")
-        # The group's share.isolation.level, as a dynamic group config would set it.
-        ray.get(share_partition(cluster, "g-txn", "s-txn").update_config.remote(
-            {"share.isolation.level": "read_committed"}))
         records = poll_until(c, 2)
         assert [r.value for r in records] == [b"c0", b"c1"]
         c.commit_sync()
