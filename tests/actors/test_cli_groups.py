@@ -165,6 +165,8 @@ def test_share_groups_describe(cluster, shoal):
         ("g-workers", "jobs", 0, 6)]
     code, out, _ = shoal("share-groups", "describe", "--group", "g-workers")
     assert out.splitlines()[0].split() == ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"]
+    with cluster.admin() as admin:  # the member's leave is a heartbeat of its own
+        wait_until(lambda: [g.state for g in admin.list_groups(types=["share"])] == ["Empty"], message="empty")
     code, rows, _ = shoal("share-groups", "list", output="json")
     assert code == 0 and rows == [{"GROUP": "g-workers", "STATE": "Empty"}]
     code, out, err = shoal("share-groups", "describe", "--group", "g-nobody")
