@@ -200,6 +200,10 @@ def test_share_group_offsets(cluster, admin):
         with pytest.raises(KafkaError) as e:
             admin.alter_share_group_offsets("g-share", {wp: 0})
         assert e.value.error is Errors.NON_EMPTY_GROUP
+
+    def left():  # a member's leave is a heartbeat of its own, after close returns
+        return not admin.describe_groups(["g-share"])["g-share"].members
+    wait_until(left, message="the member left")
     admin.alter_share_group_offsets("g-share", {wp: 10})
     assert admin.describe_share_group_offsets("g-share") == {wp: SharePartitionOffset(10, 2)}
     with cluster.share_consumer("g-share", fetch_max_wait_ms=200) as c:  # starts at offset 10
@@ -207,6 +211,7 @@ def test_share_group_offsets(cluster, admin):
         got = []
         wait_until(lambda: got.extend(c.poll(0.2)) or len(got) >= 2, message="2 records")
         assert [r.offset for r in got] == [10, 11]
+    wait_until(left, message="the member left")
     admin.delete_share_group_offsets("g-share", ["work"])
     assert admin.describe_share_group_offsets("g-share") == {}
     with cluster.share_consumer("g-share", fetch_max_wait_ms=200) as c:  # starts over: share.auto.offset.reset
