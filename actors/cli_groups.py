@@ -143,6 +143,11 @@ def cmd_groups_describe(args) -> None:
     _emit(args, rows, columns)
 
 
+def _one_group(args, command: str) -> str:
+    raise_if(not args.group or len(args.group) != 1, Errors.INVALID_REQUEST, f"{command} takes exactly one --group")
+    return args.group[0]
+
+
 def _reset_spec(args) -> OffsetReset:
     return OffsetReset(to_earliest=args.to_earliest, to_latest=args.to_latest,
                        to_timestamp=None if args.to_datetime is None else _timestamp_ms(args.to_datetime),
@@ -153,8 +158,7 @@ def cmd_groups_reset_offsets(args) -> None:
     raise_if(args.dry_run and args.execute, Errors.INVALID_REQUEST, "give --dry-run or --execute, not both")
     reset = _reset_spec(args)
     admin = _admin(args)
-    (group_id,) = args.group if args.group and len(args.group) == 1 else (None,)
-    raise_if(group_id is None, Errors.INVALID_REQUEST, "reset-offsets takes exactly one --group")
+    group_id = _one_group(args, "reset-offsets")
     partitions = _topic_partitions(admin, args.topic, args.all_topics)
     if args.execute:
         plan = admin.reset_group_offsets(group_id, reset, partitions)
@@ -177,8 +181,7 @@ def cmd_groups_delete(args) -> None:
 
 def cmd_groups_delete_offsets(args) -> None:
     admin = _admin(args)
-    (group_id,) = args.group if args.group and len(args.group) == 1 else (None,)
-    raise_if(group_id is None, Errors.INVALID_REQUEST, "delete-offsets takes exactly one --group")
+    group_id = _one_group(args, "delete-offsets")
     partitions = _topic_partitions(admin, args.topic, False)
     admin.delete_group_offsets(group_id, partitions)
     _emit(args, [{"TOPIC": tp.topic, "PARTITION": tp.partition, "STATUS": "Successful"} for tp in sorted(partitions)],
