@@ -28,7 +28,7 @@ from runtime.messages.group import (
     OffsetDeleteRequestPartition, OffsetDeleteRequestTopic, OffsetFetchRequest, OffsetFetchRequestGroup,
     OffsetFetchRequestTopics,
 )
-from runtime.messages.share_group import ShareGroupDescribeRequest
+from runtime.messages.share_group import AlterGroupConfigRequest, DescribeGroupConfigRequest, ShareGroupDescribeRequest
 from runtime.messages.share_state import (
     InitializeShareGroupStateRequest, InitializeStateData, InitializeStatePartitionData,
     ReadShareGroupStateSummaryRequest, ReadStateSummaryData, ReadStateSummaryPartitionData,
@@ -516,6 +516,23 @@ class Admin:
         counts = await self._topics(list(topics))
         await self._restart_share_state(group_id, {TopicPartition(t, p): UNKNOWN for t, (_, n) in counts.items()
                                                    for p in range(n)})
+
+    # ------------------------------------------------------------------ dynamic group configs
+
+    async def alter_group_config_async(self, group_id: str, configs: Mapping[str, Any]) -> None:
+        """Kafka's incremental alter of a group's dynamic configs (share.record.lock.duration.ms,
+        share.auto.offset.reset, consumer.session.timeout.ms, ...): a value sets one, None
+        removes the group's own value. INVALID_CONFIG (and no change) for a bad name or value."""
+        response = await self._call(self._group_coordinator(group_id), "alter_group_config",
+                                    AlterGroupConfigRequest(group_id, dict(configs)))
+        _raise_for_code(response.error_code, f"alter configs of {group_id!r}", response.error_message)
+
+    async def describe_group_config_async(self, group_id: str) -> dict[str, Any]:
+        """name -> GroupConfigEntry(name, value, is_default) for every dynamic group config."""
+        response = await self._call(self._group_coordinator(group_id), "describe_group_config",
+                                    DescribeGroupConfigRequest(group_id))
+        _raise_for_code(response.error_code, f"describe configs of {group_id!r}", response.error_message)
+        return {e.name: e for e in response.configs}
 
     # ------------------------------------------------------------------ transactions
 

@@ -221,6 +221,24 @@ def test_share_group_offsets(cluster, admin):
         assert [r.offset for r in got] == list(range(12))
 
 
+def test_dynamic_group_configs(cluster, admin):
+    before = admin.describe_group_config("g-configs")
+    assert before["share.record.lock.duration.ms"].is_default
+    admin.alter_group_config("g-configs", {"share.record.lock.duration.ms": 15000,
+                                           "share.auto.offset.reset": "latest"})
+    after = admin.describe_group_config("g-configs")
+    assert (after["share.record.lock.duration.ms"].value, after["share.record.lock.duration.ms"].is_default) == (
+        15000, False)
+    assert after["share.auto.offset.reset"].value == "latest"
+    with pytest.raises(KafkaError) as e:
+        admin.alter_group_config("g-configs", {"share.auto.offset.reset": "earliest", "no.such.config": 1})
+    assert e.value.error is Errors.INVALID_CONFIG
+    assert admin.describe_group_config("g-configs") == after  # nothing changed
+    admin.alter_group_config("g-configs", {"share.record.lock.duration.ms": None})
+    assert admin.describe_group_config("g-configs")["share.record.lock.duration.ms"] == \
+        before["share.record.lock.duration.ms"]
+
+
 def test_transactions(cluster, admin):
     with cluster.producer(transactional_id="tx-admin", linger_ms=1) as producer:
         producer.init_transactions()
