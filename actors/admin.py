@@ -263,8 +263,8 @@ class Admin:
         for m in g.members:
             assigned = frozenset()
             if g.protocol_type == "consumer" and m.member_assignment:
-                assigned = frozenset(TopicPartition(t, p) for t, ps in decode_assignment(m.member_assignment).assigned_partitions
-                                     for p in ps)
+                partitions = decode_assignment(m.member_assignment).assigned_partitions
+                assigned = frozenset(TopicPartition(t, p) for t, ps in partitions for p in ps)
             members.append(MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host, None,
                                              assigned, None))
         return GroupDescription(group_id, kind, g.group_state, g.protocol_type, g.protocol_data, None,

@@ -60,7 +60,8 @@ def _topic_partitions(admin, specs: list[str] | None, all_topics: bool) -> list[
         try:
             out.extend(TopicPartition(topic, int(p)) for p in listed.split(","))
         except ValueError:
-            raise KafkaError(Errors.INVALID_REQUEST, f"bad partitions in --topic {spec!r}: expected TOPIC:0,1,2") from None
+            raise KafkaError(Errors.INVALID_REQUEST,
+                             f"bad partitions in --topic {spec!r}: expected TOPIC:0,1,2") from None
     return out
 
 
@@ -136,8 +137,8 @@ def cmd_groups_describe(args) -> None:
         elif args.state:
             columns = STATE_COLUMNS
             g = admin.describe_groups([group_id])[group_id]
-            rows.append({"GROUP": group_id, "COORDINATOR": admin._group_coordinator(group_id), "TYPE": g.type, "ASSIGNMENT-STRATEGY": g.protocol or None,
-                "STATE": g.state, "#MEMBERS": len(g.members)})
+            rows.append({"GROUP": group_id, "COORDINATOR": admin._group_coordinator(group_id), "TYPE": g.type,
+                         "ASSIGNMENT-STRATEGY": g.protocol or None, "STATE": g.state, "#MEMBERS": len(g.members)})
         else:
             rows.extend(_describe_group(admin, group_id))
     _emit(args, rows, columns)
@@ -192,8 +193,8 @@ def cmd_groups_delete_offsets(args) -> None:
 
 def cmd_share_groups_list(args) -> None:
     admin = _admin(args)
-    _emit(args, [{"GROUP": g.group_id, "STATE": g.state} for g in admin.list_groups(types=["share"], states=args.state)],
-          ["GROUP", "STATE"])
+    groups = admin.list_groups(types=["share"], states=args.state)
+    _emit(args, [{"GROUP": g.group_id, "STATE": g.state} for g in groups], ["GROUP", "STATE"])
 
 
 def cmd_share_groups_describe(args) -> None:

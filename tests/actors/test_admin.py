@@ -162,8 +162,9 @@ def test_remove_group_members(cluster, admin):
             "g-members", 30000, member_id, "consumer", protocol, 30000, instance), "raw", "10.0.0.1"))
     first = join()
     joined = join(first.member_id)
+    assignments = (SyncGroupRequestAssignment(joined.member_id),)
     ray.get(coordinator.sync_group.remote(SyncGroupRequest("g-members", joined.generation_id, joined.member_id,
-                                                           assignments=(SyncGroupRequestAssignment(joined.member_id),))))
+                                                           assignments=assignments)))
     (member,) = admin.describe_groups(["g-members"])["g-members"].members
     assert (member.client_id, member.host) == ("raw", "10.0.0.1")
     with pytest.raises(KafkaError) as e:
