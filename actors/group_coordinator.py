@@ -30,6 +30,8 @@ from runtime.messages.group import (
 )
 from runtime.messages.share_group import (AlterGroupConfigRequest, AlterGroupConfigResponse,
                                           DescribeGroupConfigRequest, DescribeGroupConfigResponse,
+                                          ShareGroupDescribeRequest, ShareGroupDescribeResponse,
+                                          ShareGroupDescribeResponseDescribedGroup,
                                           ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse)
 from runtime.messages.share_state import (InitializeShareGroupStateRequest, InitializeStateData,
                                           InitializeStatePartitionData)
@@ -173,6 +175,13 @@ class GroupCoordinatorActor(ShardHost):
         return ConsumerGroupDescribeResponse(tuple(groups))
 
     # ------------------------------------------------------------------ share groups
+
+    async def share_group_describe(self, request: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
+        try:
+            groups = await self._read(lambda s: s.share_group_describe(request.group_ids))
+        except KafkaError as e:
+            groups = [ShareGroupDescribeResponseDescribedGroup(g, e.code, e.message) for g in request.group_ids]
+        return ShareGroupDescribeResponse(tuple(groups))
 
     async def share_group_heartbeat(self, request: ShareGroupHeartbeatRequest, client_id: str = "",
                                     client_host: str = "") -> ShareGroupHeartbeatResponse:

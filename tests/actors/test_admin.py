@@ -198,6 +198,8 @@ def test_share_group_offsets(cluster, admin):
         assert offset.lag == 7 and 0 <= offset.start_offset <= 5
         group = admin.describe_groups(["g-share"])["g-share"]
         assert (group.type, group.protocol_type, len(group.members)) == ("share", "share", 1)
+        (member,) = group.members
+        assert member.member_epoch >= 1 and member.assignment == frozenset({wp})  # ShareGroupDescribe
         with pytest.raises(KafkaError) as e:
             admin.alter_share_group_offsets("g-share", {wp: 0})
         assert e.value.error is Errors.NON_EMPTY_GROUP
