@@ -73,7 +73,18 @@ class CompactionResult:
 
 # ---------------------------------------------------------------------- inside Spark tasks
 
-def _compaction_rows(modules: list[str], records_in):
+def _count_records(batches):
+    """mapInArrow: closed segments in, their record counts out (batches unpacked, records
+    not decoded)."""
+    import pyarrow as pa
+    for tasks in batches:
+        for task in tasks.to_pylist():
+            count = sum(len(offsets) for _batch, offsets, _entries in segment_records(
+                task["path"], task["base_offset"], task["end_offset"], False))
+            yield pa.RecordBatch.from_arrays([pa.array([count], pa.int64())], ["records"])
+
+
+def _compaction_rows(modules: list[str]):
     """mapInArrow: closed segments in; out, one row per record that its own segment does
     not already supersede, with its compaction group (the snapshot type, for a delta type),
     its packed key and its raw entry, ready to be written back. Dropping what a later
@@ -89,10 +100,8 @@ def _compaction_rows(modules: list[str], records_in):
                 groups: dict[int, int] = {}
                 bases: dict[tuple, tuple] = {}  # (group, key) -> newest record of the group's own type
                 deltas: dict[tuple, list] = {}  # (group, key) -> delta records after that one
-                count = 0
                 for batch, offsets, entries in segment_records(task["path"], task["base_offset"],
                                                                task["end_offset"], False):
-                    count += len(entries)
                     for offset, entry in zip(offsets, entries):
                         try:
                             type_id, _version, key, value = entry
@@ -109,7 +118,6 @@ def _compaction_rows(modules: list[str], records_in):
                             deltas.pop(group_key, None)
                         else:
                             deltas.setdefault(group_key, []).append(row)
-                records_in.add(count)
                 cols: list[list] = [[] for _ in range(7)]
                 for (_, key), row in [*bases.items(), *((k, r) for k, rs in deltas.items() for r in rs)]:
                     offset, ts, type_id, group, entry, tombstone = row
@@ -249,10 +257,16 @@ def compact_log(spark, directory: str, *, now_ms: int | None = None,
             return CompactionResult(log.name, "nothing to do", "the closed segments are compacted already")
         _remove_leftovers(directory, {s.file for s in manifest.segments})
         report(log.name, f"compacting {len(closed)} closed segments")
-        records_in = spark.sparkContext.accumulator(0)
         rows = segment_rows([log], closed_only=True)
-        compacted = segments_frame(spark, rows).mapInArrow(_compaction_rows(record_modules(), records_in),
-                                                           COMPACT_SCHEMA)
+        # Counted by a job of its own: accumulator updates from Arrow UDFs were seen lost
+        # when many Spark jobs ran in one session.
+        try:
+            records_in = segments_frame(spark, rows).mapInArrow(_count_records, "records long").agg(
+                {"records": "sum"}).collect()[0][0] or 0
+        except Exception as e:
+            raise_corrupt_segment(e)
+            raise
+        compacted = segments_frame(spark, rows).mapInArrow(_compaction_rows(record_modules()), COMPACT_SCHEMA)
         kept = survivors(compacted, now_ms, delete_retention_ms).repartition(1).sortWithinPartitions("offset")
         base, end = closed[0].base_offset, closed[-1].end_offset
         try:
@@ -273,7 +287,7 @@ def compact_log(spark, directory: str, *, now_ms: int | None = None,
                 os.unlink(os.path.join(directory, out["file"]))
             raise
         report(log.name, "swapped")
-    return CompactionResult(log.name, "compacted", "", len(closed), records_in.value, out["records"],
+    return CompactionResult(log.name, "compacted", "", len(closed), records_in, out["records"],
                             out["tombstones"], sum(s.size for s in closed), out["size"],
                             time.monotonic() - started, out["file"])
 
