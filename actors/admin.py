@@ -38,7 +38,6 @@ from runtime.messages.txn import DescribeTransactionsRequest, ListTransactionsRe
 from runtime.share.coordinator import state_partition_for
 
 from . import naming
-from .retry import call_async
 from .types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["Admin", "GroupListing", "GroupDescription", "MemberDescription", "ListedOffset", "OffsetReset",
@@ -165,8 +164,7 @@ class Admin:
         self.close()
 
     async def _call(self, name: str, method: str, *args) -> Any:
-        return await call_async(lambda: self.cluster._actor(name), method, *args, timeout_s=self.timeout_s,
-                                on_failure=lambda: self.cluster._forget(name))
+        return await self.cluster.directory.call_async(name, method, *args, timeout_s=self.timeout_s)
 
     def _count(self, key: str) -> int:
         return int(self.cluster.config[key])

@@ -4,7 +4,7 @@ A client actor runs the background work (heartbeats, fetches, buffering, the joi
 its event loop, while the user's process holds a thin facade (`ClientFacade`) that makes one
 Ray call per user call. Client actors are owned by the user's process (not detached), so
 they end with it, and are named ``naming.client(kind, client_id)`` in the deployment's
-namespace. Calls to cluster actors go through `actors.retry.call_async`: actor death,
+namespace. Calls to cluster actors go through an `actors.retry.ActorDirectory`: actor death,
 NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and COORDINATOR_LOAD_IN_PROGRESS are retried with
 backoff, and a failed call drops the cached handle so a restarted actor is looked up again.
 """
@@ -16,12 +16,11 @@ from typing import Any, Coroutine
 
 import ray
 
-from runtime.errors import Errors, KafkaError
 from runtime.hashing import partition_for
 
 from . import naming
 from .errors import RETRIABLE_COORDINATOR_ERRORS, map_errors
-from .retry import call_async
+from .retry import ActorDirectory
 
 log = logging.getLogger(__name__)
 
@@ -36,28 +35,20 @@ class ClientActor:
         self.namespace = namespace
         self.cluster_config = dict(config)
         self.client_id = client_id
-        self._handles: dict[str, Any] = {}
+        self._actors = ActorDirectory(namespace)
         self._tasks: set[asyncio.Task] = set()
 
     # ------------------------------------------------------------------ finding actors
 
     def _actor(self, name: str) -> Any:
-        handle = self._handles.get(name)
-        if handle is None:
-            try:
-                handle = ray.get_actor(name, namespace=self.namespace)
-            except ValueError:
-                raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"no actor {name} in {self.namespace}") from None
-            self._handles[name] = handle
-        return handle
+        return self._actors.get(name)
 
     def _forget(self, name: str) -> None:
-        self._handles.pop(name, None)
+        self._actors.forget(name)
 
     async def _call(self, name: str, method: str, *args, timeout_s: float = 30.0,
                     retry_on: frozenset = RETRIABLE_COORDINATOR_ERRORS) -> Any:
-        return await call_async(lambda: self._actor(name), method, *args, timeout_s=timeout_s,
-                                on_failure=lambda: self._forget(name), retry_on=retry_on)
+        return await self._actors.call_async(name, method, *args, timeout_s=timeout_s, retry_on=retry_on)
 
     def group_coordinator_name(self, group_id: str) -> str:
         """The coordinator of `group_id`: Kafka's FindCoordinator is a hash here."""

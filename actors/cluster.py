@@ -7,7 +7,6 @@ import logging
 import os
 import shutil
 import tempfile
-import threading
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +24,7 @@ from .config import merged
 from .controller import ControllerActor
 from .errors import to_kafka_error
 from .partition_leader import PartitionLeaderActor
-from .retry import call
+from .retry import ActorDirectory
 
 log = logging.getLogger(__name__)
 
@@ -81,11 +80,7 @@ class Cluster:
         self._owns_ray = owns_ray
         self._owns_data_dir = owns_data_dir
         self._owns_deployment = owns_deployment
-        self._handles: dict[str, Any] = {}
-        # Every handle this process created, kept for good: a non-detached actor ends when its
-        # owner drops the last handle, even while Ray is restarting it.
-        self._created: list[Any] = []
-        self._lock = threading.Lock()
+        self.directory = ActorDirectory(namespace)
         self._closed = False
 
     # ------------------------------------------------------------------ starting and finding
@@ -142,8 +137,7 @@ class Cluster:
         cluster = cls(namespace, deployment, owns_ray=owns_ray, owns_data_dir=owns_data_dir, owns_deployment=True)
         controller = _remote(ControllerActor, naming.CONTROLLER, namespace, detached, config).remote(
             data_dir, config, namespace, detached)
-        cluster._handles[naming.CONTROLLER] = controller
-        cluster._created.append(controller)
+        cluster.directory.keep(naming.CONTROLLER, controller)
         status = ray.get(controller.ready.remote(), timeout=120)
         if status["state"] != "active":
             raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"the controller did not load: {status['error']}")
@@ -153,8 +147,7 @@ class Cluster:
                 name = name_for(partition)
                 handle = _remote(_load_class(class_path), name, namespace, detached, config).remote(
                     data_dir, partition, config)
-                cluster._handles[name] = handle
-                cluster._created.append(handle)
+                cluster.directory.keep(name, handle)
                 refs.append(handle.ready.remote())
         for status in ray.get(refs, timeout=120):
             if status["state"] != "active":
@@ -167,24 +160,13 @@ class Cluster:
     # ------------------------------------------------------------------ handles
 
     def _actor(self, name: str) -> Any:
-        with self._lock:
-            handle = self._handles.get(name)
-        if handle is None:
-            try:
-                handle = ray.get_actor(name, namespace=self.namespace)
-            except ValueError:
-                raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"no actor {name} in {self.namespace}") from None
-            with self._lock:
-                self._handles[name] = handle
-        return handle
+        return self.directory.get(name)
 
     def _forget(self, name: str) -> None:
-        with self._lock:
-            self._handles.pop(name, None)
+        self.directory.forget(name)
 
     def _call(self, name: str, method: str, *args, timeout_s: float = 30.0) -> Any:
-        return call(lambda: self._actor(name), method, *args, timeout_s=timeout_s,
-                    on_failure=lambda: self._forget(name))
+        return self.directory.call(name, method, *args, timeout_s=timeout_s)
 
     @property
     def controller(self) -> Any:
@@ -272,9 +254,7 @@ class Cluster:
             name = naming.partition_leader(topic.name, p)
             handle = _remote(PartitionLeaderActor, name, self.namespace, self.detached, self.config).remote(
                 self.data_dir, topic.name, p, topic.configs, self.config)
-            with self._lock:
-                self._handles[name] = handle
-                self._created.append(handle)
+            self.directory.keep(name, handle)
             refs.append(handle.ready.remote())
         ray.get(refs, timeout=120)
 
@@ -384,7 +364,7 @@ class Cluster:
                 ray.kill(ray.get_actor(name, namespace=self.namespace), no_restart=True)
             except Exception:
                 pass
-        self._handles.clear()
+        self.directory.clear()
 
     def __enter__(self) -> "Cluster":
         return self

@@ -4,6 +4,7 @@ response's own retriable error codes) are retried with exponential backoff until
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any, Callable
 
@@ -88,3 +89,57 @@ async def call_async(get_handle: Callable[[], Any], method: str, *args, timeout_
         if time.monotonic() + pause > deadline:
             raise KafkaError(Errors.REQUEST_TIMED_OUT, f"{method} did not succeed within {timeout_s}s: {error}")
         await asyncio.sleep(pause)
+
+
+class ActorDirectory:
+    """The named actors of one namespace as one process reaches them: each looked up once,
+    dropped from the cache when a call through it fails (so that a restarted or re-created
+    actor is found again), and the ones this process created kept for good, because a
+    non-detached actor ends when its owner drops its last handle, even while Ray restarts it."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self._cache: dict[str, Any] = {}
+        self._kept: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> Any:
+        with self._lock:
+            handle = self._cache.get(name)
+        if handle is None:
+            try:
+                handle = ray.get_actor(name, namespace=self.namespace)
+            except ValueError:
+                raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"no actor {name} in {self.namespace}") from None
+            with self._lock:
+                self._cache[name] = handle
+        return handle
+
+    def keep(self, name: str, handle: Any) -> None:
+        """A handle of an actor this process created."""
+        with self._lock:
+            self._cache[name] = handle
+            self._kept[name] = handle
+
+    def known(self, name: str) -> bool:
+        with self._lock:
+            return name in self._cache or name in self._kept
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._cache.pop(name, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+            self._kept.clear()
+
+    def call(self, name: str, method: str, *args, timeout_s: float = 30.0,
+             retry_on: frozenset = RETRIABLE_COORDINATOR_ERRORS) -> Any:
+        return call(lambda: self.get(name), method, *args, timeout_s=timeout_s,
+                    on_failure=lambda: self.forget(name), retry_on=retry_on)
+
+    async def call_async(self, name: str, method: str, *args, timeout_s: float = 30.0,
+                         retry_on: frozenset = RETRIABLE_COORDINATOR_ERRORS) -> Any:
+        return await call_async(lambda: self.get(name), method, *args, timeout_s=timeout_s,
+                                on_failure=lambda: self.forget(name), retry_on=retry_on)

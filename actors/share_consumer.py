@@ -400,13 +400,11 @@ class ShareConsumer(ClientFacade):
         from .share_partition import SharePartitionActor
         cluster = self._cluster
         name = naming.share_partition(self.group_id, topic, partition)
-        with cluster._lock:
-            if name in cluster._handles:
-                return
+        if cluster.directory.known(name):
+            return
         handle = _remote(SharePartitionActor, name, cluster.namespace, cluster.detached, cluster.config).remote(
             cluster.namespace, self.group_id, topic, topic_id, partition, cluster.config)
-        with cluster._lock:
-            cluster._handles[name] = handle  # a handle kept here keeps a non-detached actor alive
+        cluster.directory.keep(name, handle)
 
     def assignment(self) -> set[TopicPartition]:
         """The partitions the share group assigned to this member (it fetches from these)."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
 
 from runtime.errors import Errors, KafkaError
 from runtime.messages.share import (AcknowledgementBatch, ShareAcknowledgeRequest, ShareAcknowledgeResponse,
@@ -32,7 +31,7 @@ from runtime.topics.isolation import filter_aborted
 
 from . import naming
 from .errors import RETRIABLE_COORDINATOR_ERRORS
-from .retry import Backoff, call_async
+from .retry import ActorDirectory, Backoff
 from .shard_host import now_ms
 
 log = logging.getLogger(__name__)
@@ -61,7 +60,7 @@ class SharePartitionActor:
         self._coordinator = naming.share_coordinator(state_partition_for(
             group_id, topic_id, partition, int(config["share.coordinator.state.topic.num.partitions"])))
         self._leader = naming.partition_leader(topic, partition)
-        self._handles: dict[str, Any] = {}
+        self._actors = ActorDirectory(namespace)
         self._sp: SharePartition | None = None
         self._loading: asyncio.Task | None = None
         self._changed: asyncio.Event | None = None  # replaced at each change; wakes long polls
@@ -74,20 +73,8 @@ class SharePartitionActor:
 
     # ------------------------------------------------------------------ calling other actors
 
-    def _actor(self, name: str) -> Any:
-        import ray
-        handle = self._handles.get(name)
-        if handle is None:
-            try:
-                handle = ray.get_actor(name, namespace=self.namespace)
-            except ValueError:
-                raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"no actor {name}") from None
-            self._handles[name] = handle
-        return handle
-
     async def _call(self, name: str, method: str, request, timeout_s: float = WRITE_TIMEOUT_S):
-        return await call_async(lambda: self._actor(name), method, request, timeout_s=timeout_s,
-                                on_failure=lambda: self._handles.pop(name, None))
+        return await self._actors.call_async(name, method, request, timeout_s=timeout_s)
 
     async def _coordinator_call(self, method: str, request):
         """One share coordinator call for this share partition; its partition result.

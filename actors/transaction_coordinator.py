@@ -28,7 +28,7 @@ from runtime.txn.coordinator import OFFSETS_TOPIC, TransactionCoordinatorShard, 
 
 from . import naming
 from .errors import to_kafka_error
-from .retry import Backoff
+from .retry import ActorDirectory, Backoff
 from .shard_host import ShardHost
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ class TransactionCoordinatorActor(ShardHost):
         self._namespace = config.get(NAMESPACE_KEY) or ray.get_runtime_context().namespace
         self._marker_timeout_s = int(config.get("request.timeout.ms", 30000)) / 1000
         self._sending: dict[str, asyncio.Task] = {}  # transactional id -> its marker task
-        self._handles: dict[str, Any] = {}
+        self._actors = ActorDirectory(self._namespace)
 
     # ------------------------------------------------------------------ Kafka's APIs
 
@@ -138,7 +138,7 @@ class TransactionCoordinatorActor(ShardHost):
         backoff = Backoff(50, 1000)
         while True:
             try:
-                handle = self._handle(name)
+                handle = self._actors.get(name)
             except ValueError:
                 if topic != OFFSETS_TOPIC and not await self._topic_exists(topic):
                     log.warning("%s: %s was deleted: its marker is dropped", self.runtime.name, topic)
@@ -152,7 +152,7 @@ class TransactionCoordinatorActor(ShardHost):
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                self._handles.pop(name, None)
+                self._actors.forget(name)
                 error = to_kafka_error(e).error if not isinstance(e, asyncio.TimeoutError) else Errors.REQUEST_TIMED_OUT
             if error is None:
                 return
@@ -163,14 +163,9 @@ class TransactionCoordinatorActor(ShardHost):
 
     async def _topic_exists(self, topic: str) -> bool:
         try:
-            response = await self._handle(naming.CONTROLLER).metadata.remote(MetadataRequest((topic,)))
+            response = await self._actors.get(naming.CONTROLLER).metadata.remote(MetadataRequest((topic,)))
         except Exception as e:
             log.info("%s: metadata of %s: %s", self.runtime.name, topic, to_kafka_error(e))
             return True  # not known to be gone: keep trying
         return all(t.error_code != Errors.UNKNOWN_TOPIC_OR_PARTITION.code for t in response.topics)
 
-    def _handle(self, name: str) -> Any:
-        handle = self._handles.get(name)
-        if handle is None:
-            handle = self._handles[name] = ray.get_actor(name, namespace=self._namespace)
-        return handle

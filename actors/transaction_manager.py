@@ -22,7 +22,6 @@ from runtime.txn.coordinator import OFFSETS_TOPIC
 
 from . import naming
 from .errors import RETRIABLE_COORDINATOR_ERRORS
-from .retry import call
 
 __all__ = ["TransactionManager", "TxnState"]
 
@@ -102,8 +101,7 @@ class TransactionManager:
         else:
             name = naming.group_coordinator(
                 partition_for(group_id, int(self._cluster.config["offsets.topic.num.partitions"])))
-        return call(lambda: self._cluster._actor(name), method, request, timeout_s=self._max_block_s,
-                    on_failure=lambda: self._cluster._forget(name), retry_on=_RETRY_ON)
+        return self._cluster.directory.call(name, method, request, timeout_s=self._max_block_s, retry_on=_RETRY_ON)
 
     def _fail_transaction(self, error: KafkaError) -> None:
         with self._lock:
