@@ -12,9 +12,10 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 
 import pytest
+
+from tests.conftest import wait_until
 
 BIN = os.path.dirname(sys.executable)
 
@@ -37,19 +38,20 @@ def ray_head():
          f"--temp-dir={temp_dir}"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     address = f"127.0.0.1:{port}"
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        # Ray is reachable once shoal can say that nothing is deployed there.
+
+    def reachable() -> bool:
+        # Ray is up once shoal can say that nothing is deployed there.
         try:
             probe = run("--address", address, "--namespace", "cli-test", "status", env=env, timeout=60)
         except subprocess.TimeoutExpired:
-            continue
-        if "no shoal deployment" in probe.stderr:
-            break
-        time.sleep(2)
-    else:
+            return False
+        return "no shoal deployment" in probe.stderr
+
+    try:
+        wait_until(reachable, timeout_s=240, interval_s=1, message="ray start coming up")
+    except AssertionError:
         os.killpg(head.pid, signal.SIGTERM)
-        pytest.fail("ray start did not come up")
+        raise
     yield address, env
     os.killpg(head.pid, signal.SIGTERM)
     try:
