@@ -4,7 +4,8 @@ from runtime.errors import Errors, KafkaError
 
 from .cluster import Cluster, DeploymentNotFound, TopicDescription
 from .consumer import CommitFailedError, Consumer, NoOffsetForPartitionError
-from .producer import FutureRecordMetadata, Producer, RecordMetadata
+from .produce_result import FutureRecordMetadata, RecordMetadata
+from .producer import Producer
 from .share_consumer import AcknowledgeType, ShareConsumer
 from .types import ConsumerRebalanceListener, ConsumerRecord, OffsetAndMetadata, TopicPartition
 

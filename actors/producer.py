@@ -16,7 +16,6 @@ producer also has kafka-python's transaction methods; `TransactionManager` keeps
 """
 from __future__ import annotations
 
-import concurrent.futures
 import itertools
 import logging
 import random
@@ -35,26 +34,11 @@ from runtime.topics.producer_state import NUM_BATCHES_TO_RETAIN, increment_seque
 
 from . import naming
 from .errors import to_kafka_error
+from .produce_result import FutureRecordMetadata, ProduceRequestResult
 from .retry import Backoff
 from .transaction_manager import TransactionManager
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RecordMetadata:
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    serialized_key_size: int
-    serialized_value_size: int
-
-
-class FutureRecordMetadata(concurrent.futures.Future):
-    def get(self, timeout: float | None = None) -> RecordMetadata:
-        """kafka-python's name for waiting on the result."""
-        return self.result(timeout)
 
 
 @dataclass
@@ -62,9 +46,8 @@ class _Batch:
     topic: str
     partition: int
     created: float
+    result: ProduceRequestResult
     entries: list = field(default_factory=list)
-    futures: list = field(default_factory=list)
-    sizes: list = field(default_factory=list)
     bytes: int = 0
     max_ts: int = -1
     deadline: float = 0.0
@@ -148,8 +131,6 @@ class Producer:
                              bytes(value_bytes) if value_bytes is not None else None, headers or ())
         if len(entry) > self._max_request_size:
             raise KafkaError(Errors.MESSAGE_TOO_LARGE, f"the record is {len(entry)} bytes, over max_request_size")
-        future = FutureRecordMetadata()
-        future.set_running_or_notify_cancel()
         with self._cond:
             tp = (topic, partition)
             batch = self._open.get(tp)
@@ -157,19 +138,20 @@ class Producer:
                 self._seal(tp)
                 batch = None
             if batch is None:
-                batch = self._open[tp] = _Batch(topic, partition, time.monotonic())
+                batch = self._open[tp] = _Batch(topic, partition, time.monotonic(),
+                                                ProduceRequestResult(topic, partition))
                 if key_bytes is None and partition == self._sticky.get(topic):
                     # Kafka's sticky partitioner moves on when a batch is started.
                     self._sticky.pop(topic, None)
+                self._cond.notify_all()  # the sender times the new batch's linger
+            future = FutureRecordMetadata(batch.result, len(batch.entries), ts,
+                                          len(key_bytes) if key_bytes is not None else -1,
+                                          len(value_bytes) if value_bytes is not None else -1)
             batch.entries.append(entry)
-            batch.futures.append(future)
-            batch.sizes.append((len(key_bytes) if key_bytes is not None else -1,
-                                len(value_bytes) if value_bytes is not None else -1, ts))
             batch.bytes += len(entry)
             batch.max_ts = max(batch.max_ts, ts)
             if batch.bytes >= self._batch_size:
                 self._seal(tp)
-            self._cond.notify_all()
         return future
 
     def flush(self, timeout: float | None = None) -> None:
@@ -265,6 +247,7 @@ class Producer:
             batch.deadline = batch.created + self._delivery_timeout_s
             batch.seq = next(_batch_seq)
             self._queued.setdefault(tp, []).append(batch)
+            self._cond.notify_all()
 
     def _run(self) -> None:
         while True:
@@ -382,9 +365,7 @@ class Producer:
                 with self._cond:
                     if (batch.producer_id, batch.producer_epoch) == self._txn.sequences_for:
                         self._sequence_started.add((batch.topic, batch.partition))
-            for i, (future, (ksize, vsize, ts)) in enumerate(zip(batch.futures, batch.sizes)):
-                future.set_result(RecordMetadata(batch.topic, batch.partition, response.base_offset + i, ts,
-                                                 ksize, vsize))
+            batch.result.complete(response.base_offset)
         with self._cond:
             self._cond.notify_all()
 
@@ -417,8 +398,7 @@ class Producer:
     def _fail(self, batch: _Batch, error: KafkaError) -> None:
         if self._txn is not None:
             self._txn.batch_failed(error, sent=batch.base_sequence is not None)
-        for future in batch.futures:
-            future.set_exception(error)
+        batch.result.fail(error)
         with self._cond:
             self._cond.notify_all()
 
