@@ -131,6 +131,7 @@ class Producer:
                              bytes(value_bytes) if value_bytes is not None else None, headers or ())
         if len(entry) > self._max_request_size:
             raise KafkaError(Errors.MESSAGE_TOO_LARGE, f"the record is {len(entry)} bytes, over max_request_size")
+        woke_sender = False
         with self._cond:
             tp = (topic, partition)
             batch = self._open.get(tp)
@@ -144,6 +145,7 @@ class Producer:
                     # Kafka's sticky partitioner moves on when a batch is started.
                     self._sticky.pop(topic, None)
                 self._cond.notify_all()  # the sender times the new batch's linger
+                woke_sender = True
             future = FutureRecordMetadata(batch.result, len(batch.entries), ts,
                                           len(key_bytes) if key_bytes is not None else -1,
                                           len(value_bytes) if value_bytes is not None else -1)
@@ -152,6 +154,11 @@ class Producer:
             batch.max_ts = max(batch.max_ts, ts)
             if batch.bytes >= self._batch_size:
                 self._seal(tp)
+                woke_sender = True
+        if woke_sender:
+            # Hand the sender the interpreter now: a thread that keeps calling send() would
+            # otherwise hold it for a whole switch interval (5 ms) while the batch waits.
+            time.sleep(0)
         return future
 
     def flush(self, timeout: float | None = None) -> None:
@@ -262,6 +269,8 @@ class Producer:
                         return
                     self._cond.wait(self._next_wake(now))
                     continue
+            if self._txn is not None and self._txn.transactional:
+                self._add_partitions_early()
             if to_send and self._txn is not None:
                 to_send = self._prepare_idempotent(to_send)
             for batch in to_send:
@@ -313,6 +322,18 @@ class Producer:
                     self._next_sequence[tp] = increment_sequence(b.base_sequence, len(b.entries))
         return batches
 
+    def _add_partitions_early(self) -> None:
+        """As Kafka's producer does, add a partition to the transaction as soon as a batch for
+        it is opened: the AddPartitionsToTxn round trip overlaps the batch filling up instead
+        of delaying its send."""
+        with self._cond:
+            partitions = set(self._open)
+        if partitions:
+            try:
+                self._txn.add_partitions(partitions)
+            except KafkaError:
+                pass  # the transaction has failed: its batches fail when they are sent
+
     def _has_unacknowledged_batches(self, sending: list[_Batch]) -> bool:
         """Whether a batch numbered with the current producer id may still be in the air: a
         new producer id must wait until none is."""
@@ -340,32 +361,41 @@ class Producer:
     def _collect(self) -> None:
         with self._cond:
             refs = list(self._in_flight)
+            in_flight = {}
+            for b in self._in_flight.values():
+                in_flight[(b.topic, b.partition)] = in_flight.get((b.topic, b.partition), 0) + 1
+            # A batch being filled that could go as soon as it is sealed: ray.wait cannot be
+            # woken by the user's thread, so look again soon rather than hold the batch back.
+            room = any(in_flight.get(tp, 0) < self._max_in_flight for tp in self._open)
         if not refs:
             return
-        done, _ = ray.wait(refs, num_returns=1, timeout=0.005)
+        done, _ = ray.wait(refs, num_returns=1, timeout=0.001 if room else 0.005)
         if not done:
             return
         done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         for ref in done:
             with self._cond:
-                batch = self._in_flight.pop(ref)
+                batch = self._in_flight[ref]  # in flight until handled, so flush() cannot return meanwhile
+            error = None
             try:
                 response = ray.get(ref)
+                if response.error_code:
+                    error = KafkaError(Errors.for_code(response.error_code), response.error_message)
             except Exception as e:
                 self._cluster._forget(naming.partition_leader(batch.topic, batch.partition))
                 with self._cond:
                     # A restarted leader may have lost every batch of ours: one at a time again.
                     self._sequence_started.discard((batch.topic, batch.partition))
-                self._retry_or_fail(batch, to_kafka_error(e))
-                continue
-            if response.error_code:
-                self._retry_or_fail(batch, KafkaError(Errors.for_code(response.error_code), response.error_message))
-                continue
-            if self._txn is not None:
+                error = to_kafka_error(e)
+            if error is not None:
+                self._retry_or_fail(batch, error)
+            else:
                 with self._cond:
-                    if (batch.producer_id, batch.producer_epoch) == self._txn.sequences_for:
+                    if self._txn is not None and (batch.producer_id, batch.producer_epoch) == self._txn.sequences_for:
                         self._sequence_started.add((batch.topic, batch.partition))
-            batch.result.complete(response.base_offset)
+                batch.result.complete(response.base_offset)
+            with self._cond:
+                del self._in_flight[ref]
         with self._cond:
             self._cond.notify_all()
 
