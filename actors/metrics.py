@@ -10,10 +10,12 @@ Ray was given: counters and gauges as numbers, histograms as count and sum.
 Where the numbers come from:
 - the host, protocol-blind: requests and their latency per RPC (heartbeats, join and sync
   latency, offset commits...), batch flush time, partition load time;
-- the shard, through `shard_metrics(shard)` run as a read every `metrics.export.interval.ms`:
-  groups per protocol and state, offsets retained, rebalances (group epoch increases);
-- the responses of offset commits (offsets committed) and share-state writes (records
-  acknowledged, archived and released).
+- the shard, through `shard_metrics(shard)` every `metrics.export.interval.ms`: groups per
+  protocol and state, offsets retained, rebalances (group epoch increases) and how long they
+  took (the groups' rebalance clocks);
+- the responses of offset commits (offsets committed), share fetches (records acquired) and
+  share-state writes (records acknowledged, archived and released);
+- the SharePartition actors: acquisition locks that ran out, and the records in flight.
 """
 from __future__ import annotations
 
@@ -46,6 +48,10 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "shoal_consumer_group_rebalance_count": ("counter", "Consumer group rebalances (group epoch bumps).",
                                              ("coordinator",)),
     "shoal_share_group_rebalance_count": ("counter", "Share group rebalances (group epoch bumps).", ("coordinator",)),
+    "shoal_group_rebalance_duration_ms": ("histogram", "How long rebalances took, per protocol: classic groups from "
+                                                       "PreparingRebalance to Stable, consumer groups from a new "
+                                                       "group epoch to every member reconciled.",
+                                          ("coordinator", "protocol")),
     # Kafka's RequestMetrics, per coordinator RPC (heartbeat, join_group, sync_group, offset_commit...)
     "shoal_request_count": ("counter", "Requests served, per coordinator RPC.", ("coordinator", "request")),
     "shoal_request_latency_ms": ("histogram", "Time from a request's arrival to its response (a long poll "
@@ -63,6 +69,13 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
                                                       "count limit reached).", ("coordinator",)),
     "shoal_share_records_released_count": ("counter", "Share-group records made available again (RELEASE, or "
                                                       "an acquisition lock that timed out).", ("coordinator",)),
+    # SharePartitionMetrics, per share partition (its `coordinator` tag is group/topic-partition)
+    "shoal_share_records_acquired_count": ("counter", "Records acquired by share fetches.", ("coordinator",)),
+    "shoal_share_acquisition_lock_timeout_count": ("counter", "Records whose acquisition lock ran out before "
+                                                              "they were acknowledged.", ("coordinator",)),
+    "shoal_share_in_flight_records": ("gauge", "Records in the share partition's in-flight window, from its "
+                                               "start offset to the last record fetched (Kafka's "
+                                               "InFlightMessageCount).", ("coordinator",)),
 }
 
 
@@ -187,6 +200,12 @@ def _share_state_written(coordinator: str, args: tuple, response: Any) -> None:
     registry.inc("shoal_share_records_released_count", counts[RecordState.AVAILABLE], coordinator=coordinator)
 
 
+def _records_acquired(share_partition: str, args: tuple, response: Any) -> None:
+    registry.inc("shoal_share_records_acquired_count",
+                 sum(r.last_offset - r.first_offset + 1 for t in response.responses for p in t.partitions
+                     for r in p.acquired_records), coordinator=share_partition)
+
+
 def _offsets_committed(coordinator: str, args: tuple, response: Any) -> None:
     registry.inc("shoal_offset_commit_count", sum(1 for t in response.topics for p in t.partitions
                                                    if not p.error_code), coordinator=coordinator)
@@ -195,6 +214,7 @@ def _offsets_committed(coordinator: str, args: tuple, response: Any) -> None:
 _OBSERVERS: dict[str, Callable[[str, tuple, Any], None]] = {
     "offset_commit": _offsets_committed,
     "write_share_group_state": _share_state_written,
+    "share_fetch": _records_acquired,
 }
 
 
@@ -247,6 +267,9 @@ class ShardSampler:
         self._gauges |= current
         counters = {"classic": "shoal_group_completed_rebalance_count", "consumer":
                     "shoal_consumer_group_rebalance_count", "share": "shoal_share_group_rebalance_count"}
+        for kind, duration_ms in sample["rebalance_durations"]:
+            registry.observe("shoal_group_rebalance_duration_ms", duration_ms, coordinator=self.coordinator,
+                             protocol=kind)
         for group_id, (kind, epoch) in sample["epochs"].items():
             before = self._epochs.get(group_id)
             previous = before[1] if before is not None and before[0] == kind else 0
@@ -256,17 +279,20 @@ class ShardSampler:
 
 
 def shard_metrics(shard) -> dict | None:
-    """A read of a group coordinator shard: gauges {(name, tags): value} and each group's
-    (type, epoch). Other shards have no protocol metrics (None)."""
+    """A look at a group coordinator shard: gauges {(name, tags): value}, each group's
+    (type, epoch), and the (type, duration) of the rebalances that ended since the last look
+    (taken from the groups' rebalance clocks). Other shards have no protocol metrics (None)."""
     groups = getattr(shard, "groups", None)
     if not isinstance(groups, dict):
         return None
     gauges: dict[tuple[str, tuple], int] = {}
     epochs = {}
+    durations = []
     for group_id, group in groups.items():
         kind = group.type
         if f"shoal_{kind}_group_count" not in METRICS:
             continue
+        durations += [(kind, d) for d in group.rebalance_clock.take()]
         key = ("shoal_group_count", (("protocol", kind),))
         gauges[key] = gauges.get(key, 0) + 1
         key = (f"shoal_{kind}_group_count", (("state", str(group.state)),))
@@ -277,4 +303,4 @@ def shard_metrics(shard) -> dict | None:
         epochs[group_id] = (kind, int(epoch))
     offsets = getattr(getattr(shard, "offsets", None), "offsets", {})
     gauges[("shoal_offset_count", ())] = sum(len(ps) for topics in offsets.values() for ps in topics.values())
-    return {"gauges": gauges, "epochs": epochs}
+    return {"gauges": gauges, "epochs": epochs, "rebalance_durations": durations}

@@ -29,7 +29,7 @@ from runtime.share.coordinator import state_partition_for
 from runtime.share.partition import PendingShareWrite, SharePartition, SharePartitionState
 from runtime.topics.isolation import filter_aborted
 
-from . import naming
+from . import metrics, naming
 from .errors import RETRIABLE_COORDINATOR_ERRORS
 from .retry import ActorDirectory, Backoff
 from .shard_host import now_ms
@@ -70,6 +70,7 @@ class SharePartitionActor:
         self._reading = False  # a leader read for acquisition is under way
         self._high_watermark = -1  # of the last leader read; -1 before the first
         self._tasks: set[asyncio.Task] = set()
+        self.metrics_name = f"{group_id}/{topic}-{partition}"  # the metrics' coordinator tag
 
     # ------------------------------------------------------------------ calling other actors
 
@@ -197,6 +198,9 @@ class SharePartitionActor:
         if self._changed is not None:
             self._changed.set()
             self._changed = asyncio.Event()
+        if self._sp is not None:
+            metrics.registry.set("shoal_share_in_flight_records", self._sp.in_flight_records,
+                                 coordinator=self.metrics_name)
 
     def _kick_timer(self) -> None:
         if self._timer_wake is not None:
@@ -216,6 +220,9 @@ class SharePartitionActor:
             if sp is not None and sp is self._sp:
                 pending = sp.expire(now_ms())
                 if pending is not None:
+                    metrics.registry.inc("shoal_share_acquisition_lock_timeout_count",
+                                         sum(b.last_offset - b.first_offset + 1 for b in pending.state_batches),
+                                         coordinator=self.metrics_name)
                     self._spawn(self._persist(pending))
 
     def _spawn(self, coroutine) -> None:
@@ -372,6 +379,10 @@ class SharePartitionActor:
 
     # ------------------------------------------------------------------ inspection
 
+    async def metrics_snapshot(self) -> list[dict]:
+        """The values this actor's process gave Ray's metrics."""
+        return metrics.registry.snapshot()
+
     async def record_states(self) -> dict:
         """{offset: (state name, delivery count, holder)} of the cached records, with the
         start offset under key "start_offset" (for tests and tools)."""
@@ -388,3 +399,7 @@ def _ack_batch(b) -> AcknowledgementBatch:
 def _raise_for(result) -> None:
     if result.error_code:
         raise KafkaError(Errors.for_code(result.error_code), getattr(result, "error_message", None))
+
+
+# Every RPC counts and times itself (share fetches and acknowledgements among them).
+metrics.instrument_rpcs(SharePartitionActor, lambda actor: actor.metrics_name)

@@ -50,6 +50,10 @@ class Result:
 
 
 class CoordinatorShard(Protocol):
+    """What a shard must have. It may also have `on_loaded(now_ms)`, called once its log is
+    replayed, and `records_applied(now_ms)`, called after each write's records are replayed
+    (the time of a change, which records do not carry, for soft state such as metrics)."""
+
     def replay(self, offset: int, record: Record) -> None: ...
 
 
@@ -282,6 +286,9 @@ class CoordinatorRuntime(Generic[S]):
             pending._finish(KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"replay failed: {e}"))
             self._revert(KafkaError(Errors.NOT_COORDINATOR, f"{self.name} reverted after a failed replay"), now_ms)
             return pending
+        applied = getattr(self.shard, "records_applied", None)
+        if applied is not None:
+            applied(now_ms)
         if not self._batch:
             self._batch_started_ms = now_ms
         self._batch.extend(encoded)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ..errors import Errors, KafkaError
 from ..messages.group import DescribedGroup, DescribedGroupMember, JoinGroupResponseMember, ListedGroup
 from .consumer_protocol import PROTOCOL_TYPE, decode_subscription
+from .rebalance_clock import RebalanceClock
 from .records import GroupMetadataMember, GroupMetadataValue, group_metadata_record
 
 __all__ = ["ClassicGroupState", "VALID_PREVIOUS_STATES", "IllegalGroupStateTransition", "ClassicGroupMember",
@@ -109,6 +110,7 @@ class ClassicGroup:
     subscribed_topics: frozenset[str] | None = None
     _votes: Counter = field(default_factory=Counter)
     _num_awaiting_join: int = 0
+    rebalance_clock: RebalanceClock = field(default_factory=RebalanceClock)
 
     type = "classic"
 
@@ -121,6 +123,16 @@ class ClassicGroup:
         self.previous_state = self.state
         self.state = to
         self.current_state_timestamp = now_ms
+        if to is S.PREPARING_REBALANCE:
+            self.rebalance_clock.start(now_ms)
+        elif to in (S.EMPTY, S.DEAD):
+            self.rebalance_clock.abandon()
+
+    def track_rebalance(self, now_ms: int) -> None:
+        """After records of this group were applied: the assignment became durable and the
+        group Stable (replay has no clock of its own, so the rebalance ends here)."""
+        if self.state is S.STABLE:
+            self.rebalance_clock.settle(now_ms)
 
     def is_in(self, *states: ClassicGroupState) -> bool:
         return self.state in states

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from ..assignors import MemberSubscription
+from .rebalance_clock import RebalanceClock
 
 __all__ = ["Assignment", "EMPTY", "AssignmentPacer", "ModernGroup", "ModernGroupConfig", "ModernGroupManager",
            "assignment_from", "metadata_hash",
@@ -110,6 +111,30 @@ class ModernGroup:
         # (topic, partition) -> the member that owns it (assigned or pending revocation)
         self.partition_owner: dict[tuple[str, int], str] = {}
         self.subscribed_topic_counts: dict[str, int] = {}
+        self.rebalance_clock = RebalanceClock()
+        self._clock_epoch = 0  # the group epoch the clock last saw
+
+    # ------------------------------------------------------------------ the rebalance clock
+
+    def track_rebalance(self, now_ms: int, loaded: bool = False) -> None:
+        """After records of this group were applied: a new group epoch starts a rebalance,
+        which ends when the group is Stable (every member reconciled to the target). A
+        settled group costs no look at its members. Just loaded, a group that is mid-way
+        starts its clock now."""
+        bumped = self.group_epoch != self._clock_epoch
+        self._clock_epoch = self.group_epoch
+        if self.rebalance_clock.started_ms is None:
+            if not bumped:
+                return
+            if not loaded:
+                self.rebalance_clock.start(now_ms)
+        state = str(self.state)
+        if state == "Empty":
+            self.rebalance_clock.abandon()
+        elif state != "Stable":
+            self.rebalance_clock.start(now_ms)
+        elif not loaded:
+            self.rebalance_clock.settle(now_ms)
 
     # ------------------------------------------------------------------ views
 

@@ -21,6 +21,7 @@ from ..messages.group import (
 from .classic import ClassicGroupManager
 from .configs import GroupConfigManager
 from .consumer import ConsumerGroupManager
+from .modern import ModernGroup
 from .offsets import OffsetMetadataManager
 from .records import GroupMetadataKey, OffsetCommitKey, PendingTxnOffsetCommitKey, group_metadata_tombstone
 from .share import ShareGroupManager
@@ -50,6 +51,9 @@ class GroupCoordinatorShard:
             **self.share.replayers(),
             **self.configs.replayers(),
         }
+        # Groups whose records the current write applied, for their rebalance clocks.
+        self._membership_keys = frozenset({GroupMetadataKey, *self.consumer.replayers(), *self.share.replayers()})
+        self._touched: set[str] = set()
 
     # ------------------------------------------------------------------ records and lifecycle
 
@@ -58,8 +62,24 @@ class GroupCoordinatorShard:
         if replayer is None:
             raise ValueError(f"the group coordinator has no use for {type(record.key).__name__} records")
         replayer(offset, record.key, record.value)
+        if type(record.key) in self._membership_keys:
+            key = record.key
+            self._touched.add(key.group if isinstance(key, GroupMetadataKey) else key.group_id)
+
+    def records_applied(self, now_ms: int) -> None:
+        """A write's records are in memory: a group they changed may have begun or finished
+        a rebalance."""
+        for group_id in self._touched:
+            group = self.groups.get(group_id)
+            if group is not None:
+                group.track_rebalance(now_ms)
+        self._touched.clear()
 
     def on_loaded(self, now_ms: int) -> None:
+        for group in self.groups.values():
+            if isinstance(group, ModernGroup):
+                group.track_rebalance(now_ms, loaded=True)
+        self._touched.clear()
         self.classic.on_loaded(now_ms)
         self.consumer.on_loaded(now_ms)
         self.share.on_loaded(now_ms)

@@ -11,7 +11,8 @@ from tests.conftest import wait_until
 
 CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
           "group.min.session.timeout.ms": 200, "group.initial.rebalance.delay.ms": 0,
-          "share.auto.offset.reset": "earliest", "metrics.export.interval.ms": 3600000}
+          "share.auto.offset.reset": "earliest", "metrics.export.interval.ms": 3600000,
+          "group.share.min.record.lock.duration.ms": 1000}
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +55,8 @@ def test_group_coordinator_metrics_after_a_known_workload(cluster):
     assert s[("shoal_group_completed_rebalance_count", ())] == 1
     assert s[("shoal_offset_count", ())] == 2
     assert s[("shoal_offset_commit_count", ())] == 2
+    rebalance = s[("shoal_group_rebalance_duration_ms", (("protocol", "classic"),))]
+    assert rebalance["count"] == 1 and rebalance["sum"] >= 0
     assert s[("shoal_partition_load_time_ms", ())]["count"] == 1
     assert s[("shoal_batch_flush_time_ms", ())]["count"] >= 2  # the join and the commit were written
 
@@ -67,6 +70,23 @@ def test_group_coordinator_metrics_after_a_known_workload(cluster):
     assert s[("shoal_group_completed_rebalance_count", ())] == 2
     assert s[("shoal_classic_group_count", (("state", "CompletingRebalance"),))] == 1
     assert s[("shoal_classic_group_count", (("state", "Stable"),))] == 0
+    assert s[("shoal_group_rebalance_duration_ms", (("protocol", "classic"),))]["count"] == 1  # not over yet
+    assert ray.get(coordinator.sync_group.remote(SyncGroupRequest(
+        "g-metrics", 2, member, assignments=(SyncGroupRequestAssignment(member, b""),
+                                             SyncGroupRequestAssignment(second.member_id, b""))))).error_code == 0
+    s = snapshot(coordinator)
+    assert s[("shoal_group_rebalance_duration_ms", (("protocol", "classic"),))]["count"] == 2
+
+
+def test_consumer_group_rebalance_duration(cluster):
+    with cluster.consumer("g-848", group_protocol="consumer", auto_offset_reset="earliest") as c:
+        c.subscribe(["m"])
+        wait_until(lambda: c.poll(0.1) is not None and len(c.assignment()) == 2, message="both partitions assigned")
+        s = wait_until(lambda: (lambda s: s if ("shoal_group_rebalance_duration_ms", (("protocol", "consumer"),))
+                                in s else None)(snapshot(cluster.group_coordinator("g-848"))),
+                       message="a consumer group rebalance timed")
+    rebalance = s[("shoal_group_rebalance_duration_ms", (("protocol", "consumer"),))]
+    assert rebalance["count"] >= 1 and rebalance["sum"] >= 0
 
 
 def test_share_records_acknowledged_archived_released(cluster):
@@ -90,6 +110,27 @@ def test_share_records_acknowledged_archived_released(cluster):
     assert s[("shoal_share_records_released_count", ())] >= 3
     requests = {dict(tags)["request"]: v for (name, tags), v in s.items() if name == "shoal_request_count"}
     assert requests["write_share_group_state"] >= 1 and requests["initialize_share_group_state"] == 1
+
+
+def test_share_partition_fetches_acquisitions_and_lock_timeouts(cluster):
+    cluster.create_topic("mlock", 1)
+    cluster.admin().alter_group_config("g-lock", {"share.record.lock.duration.ms": 1000})
+    with cluster.producer(linger_ms=1) as producer:
+        for i in range(6):
+            producer.send("mlock", f"l{i}".encode())
+        producer.flush()
+    with cluster.share_consumer("g-lock", share_acknowledgement_mode="explicit", fetch_max_wait_ms=200) as c:
+        c.subscribe(["mlock"])
+        got = []
+        wait_until(lambda: got.extend(c.poll(0.2)) or len(got) >= 6, message="6 records")
+        # nothing acknowledged: every lock runs out after a second
+        share_partition = ray.get_actor(naming.share_partition("g-lock", "mlock", 0), namespace=cluster.namespace)
+        s = wait_until(lambda: (lambda s: s if s.get(("shoal_share_acquisition_lock_timeout_count", ())) == 6
+                                else None)(snapshot(share_partition)), message="6 acquisition lock timeouts")
+    assert s[("shoal_share_records_acquired_count", ())] == 6
+    requests = {dict(tags)["request"]: v for (name, tags), v in s.items() if name == "shoal_request_count"}
+    assert requests["share_fetch"] >= 1
+    assert s[("shoal_share_in_flight_records", ())] == 6  # available again, still in the window
 
 
 def test_the_metrics_reach_rays_prometheus_endpoint(cluster):
