@@ -22,7 +22,6 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -111,10 +110,10 @@ def main() -> None:
     quick = "--quick" in sys.argv
     passes, seconds, members = (2, 2.0, 50) if quick else (5, 4.0, 100)
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
-    data_dir = tempfile.mkdtemp(prefix="bench-heartbeat-")
-    # sessions far longer than the run: the figure is heartbeats, not expiries
-    cluster = Cluster.local(data_dir, {"log.flush.fsync": False, "group.consumer.session.timeout.ms": 600000,
-                                       "group.consumer.max.size": 10000})
+    # sessions far longer than the run: the figure is heartbeats, not expiries (the cluster's
+    # own temporary folder, removed at shutdown)
+    cluster = Cluster.local(config={"log.flush.fsync": False, "group.consumer.session.timeout.ms": 600000,
+                                    "group.consumer.max.size": 10000})
     try:
         # The topic's metadata only: its partition leaders (an actor each) play no part here.
         ray.get(cluster.controller.create_topics.remote(CreateTopicsRequest((CreatableTopic(TOPIC, PARTITIONS),))))

@@ -24,7 +24,6 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -109,9 +108,8 @@ def main() -> None:
     quick = "--quick" in sys.argv
     rounds = 3 if quick else 10
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
-    data_dir = tempfile.mkdtemp(prefix="bench-rebalance-")
-    cluster = Cluster.local(data_dir, {"log.flush.fsync": False, "group.initial.rebalance.delay.ms": 1500,
-                                       "group.min.session.timeout.ms": 1000})
+    cluster = Cluster.local(config={"log.flush.fsync": False, "group.initial.rebalance.delay.ms": 1500,
+                                    "group.min.session.timeout.ms": 1000})
     driver_cls = ray.remote(num_cpus=0)(Driver)
     results = []
     try:

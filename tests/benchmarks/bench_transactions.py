@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import statistics
-import tempfile
 import time
 
 from actors import Cluster
@@ -96,8 +95,8 @@ def main() -> None:
     parser.add_argument("--fsync", action="store_true", help="fsync every flush (the production default)")
     args = parser.parse_args()
     config = {"linger_ms": 5, "batch_size": 256 * 1024}
-    with Cluster.local(data_dir=tempfile.mkdtemp(prefix="shoal-bench-txn-"),
-                       config={"log.flush.fsync": args.fsync, "log.retention.check.interval.ms": 3600000}) as cluster:
+    # The cluster's own temporary folder: gigabytes of records, removed at shutdown.
+    with Cluster.local(config={"log.flush.fsync": args.fsync, "log.retention.check.interval.ms": 3600000}) as cluster:
         runs: dict[str, list[dict]] = {"plain": [], "transactional": []}
         for kind in runs:  # one topic (one leader actor) per kind, for every run
             cluster.create_topic(kind, args.partitions)
