@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import statistics
+import tempfile
 import time
 
 from actors import Cluster
@@ -93,10 +94,18 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--commit-ms", type=int, default=100)
     parser.add_argument("--fsync", action="store_true", help="fsync every flush (the production default)")
+    parser.add_argument("--batch-kb", type=int, default=256,
+                        help="the producer's batch_size; under Ray's 100 KiB limit a request travels inline, "
+                             "above it through the object store")
+    parser.add_argument("--data-parent", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
+                        help="where the cluster's data folder goes (default: /dev/shm if there is one)")
     args = parser.parse_args()
-    config = {"linger_ms": 5, "batch_size": 256 * 1024}
-    # The cluster's own temporary folder: gigabytes of records, removed at shutdown.
-    with Cluster.local(config={"log.flush.fsync": args.fsync, "log.retention.check.interval.ms": 3600000}) as cluster:
+    config = {"linger_ms": 5, "batch_size": args.batch_kb * 1024}
+    # Gigabytes of records, in memory where the machine has a tmpfs: the page cache's
+    # write-back otherwise stalls the leaders at random and swamps the difference measured.
+    with tempfile.TemporaryDirectory(prefix="shoal-bench-txn-", dir=args.data_parent) as data_dir, \
+            Cluster.local(data_dir, {"log.flush.fsync": args.fsync,
+                                     "log.retention.check.interval.ms": 3600000}) as cluster:
         runs: dict[str, list[dict]] = {"plain": [], "transactional": []}
         for kind in runs:  # one topic (one leader actor) per kind, for every run
             cluster.create_topic(kind, args.partitions)
