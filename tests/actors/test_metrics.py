@@ -29,6 +29,24 @@ def snapshot(handle) -> dict:
             for m in ray.get(handle.metrics_snapshot.remote(), timeout=30)}
 
 
+def snapshot_when(handle, ready, message: str) -> dict:
+    """The first snapshot for which ready(snapshot) holds."""
+    return wait_until(lambda: (lambda s: s if ready(s) else None)(snapshot(handle)), message=message)
+
+
+def produce(cluster, topic: str, count: int) -> None:
+    with cluster.producer(linger_ms=1) as producer:
+        for i in range(count):
+            producer.send(topic, f"{topic}-{i}".encode())
+        producer.flush()
+
+
+def take(consumer, count: int) -> list:
+    got = []
+    wait_until(lambda: got.extend(consumer.poll(0.2)) or len(got) >= count, message=f"{count} records")
+    return got
+
+
 def test_group_coordinator_metrics_after_a_known_workload(cluster):
     coordinator = cluster.group_coordinator("g-metrics")
     protocols = (JoinGroupRequestProtocol("range", b""),)
@@ -82,24 +100,18 @@ def test_consumer_group_rebalance_duration(cluster):
     with cluster.consumer("g-848", group_protocol="consumer", auto_offset_reset="earliest") as c:
         c.subscribe(["m"])
         wait_until(lambda: c.poll(0.1) is not None and len(c.assignment()) == 2, message="both partitions assigned")
-        s = wait_until(lambda: (lambda s: s if ("shoal_group_rebalance_duration_ms", (("protocol", "consumer"),))
-                                in s else None)(snapshot(cluster.group_coordinator("g-848"))),
-                       message="a consumer group rebalance timed")
-    rebalance = s[("shoal_group_rebalance_duration_ms", (("protocol", "consumer"),))]
+        key = ("shoal_group_rebalance_duration_ms", (("protocol", "consumer"),))
+        s = snapshot_when(cluster.group_coordinator("g-848"), lambda s: key in s, "a consumer group rebalance timed")
+    rebalance = s[key]
     assert rebalance["count"] >= 1 and rebalance["sum"] >= 0
 
 
 def test_share_records_acknowledged_archived_released(cluster):
     cluster.create_topic("mq", 1)
-    with cluster.producer(linger_ms=1) as producer:
-        for i in range(10):
-            producer.send("mq", f"q{i}".encode())
-        producer.flush()
+    produce(cluster, "mq", 10)
     with cluster.share_consumer("g-mq", share_acknowledgement_mode="explicit", fetch_max_wait_ms=200) as c:
         c.subscribe(["mq"])
-        got = []
-        wait_until(lambda: got.extend(c.poll(0.2)) or len(got) >= 10, message="10 records")
-        for r in got[:10]:
+        for r in take(c, 10)[:10]:
             c.acknowledge(r, AcknowledgeType.ACCEPT if r.offset < 5 else
                           AcknowledgeType.REJECT if r.offset < 7 else AcknowledgeType.RELEASE)
         c.commit_sync()
@@ -115,18 +127,14 @@ def test_share_records_acknowledged_archived_released(cluster):
 def test_share_partition_fetches_acquisitions_and_lock_timeouts(cluster):
     cluster.create_topic("mlock", 1)
     cluster.admin().alter_group_config("g-lock", {"share.record.lock.duration.ms": 1000})
-    with cluster.producer(linger_ms=1) as producer:
-        for i in range(6):
-            producer.send("mlock", f"l{i}".encode())
-        producer.flush()
+    produce(cluster, "mlock", 6)
     with cluster.share_consumer("g-lock", share_acknowledgement_mode="explicit", fetch_max_wait_ms=200) as c:
         c.subscribe(["mlock"])
-        got = []
-        wait_until(lambda: got.extend(c.poll(0.2)) or len(got) >= 6, message="6 records")
+        take(c, 6)
         # nothing acknowledged: every lock runs out after a second
         share_partition = ray.get_actor(naming.share_partition("g-lock", "mlock", 0), namespace=cluster.namespace)
-        s = wait_until(lambda: (lambda s: s if s.get(("shoal_share_acquisition_lock_timeout_count", ())) == 6
-                                else None)(snapshot(share_partition)), message="6 acquisition lock timeouts")
+        s = snapshot_when(share_partition, lambda s: s.get(("shoal_share_acquisition_lock_timeout_count", ())) == 6,
+                          "6 acquisition lock timeouts")
     assert s[("shoal_share_records_acquired_count", ())] == 6
     requests = {dict(tags)["request"]: v for (name, tags), v in s.items() if name == "shoal_request_count"}
     assert requests["share_fetch"] >= 1
