@@ -7,16 +7,15 @@ import asyncio
 import pytest
 import ray
 
-from actors import AcknowledgeType, Cluster, Errors, KafkaError, OffsetAndMetadata, TopicPartition
+from actors import AcknowledgeType, Errors, KafkaError, OffsetAndMetadata, TopicPartition
 from actors.admin import ListedOffset, OffsetReset, SharePartitionOffset
 from runtime.messages.group import (JoinGroupRequest, JoinGroupRequestProtocol, MemberIdentity, SyncGroupRequest,
                                     SyncGroupRequestAssignment)
 from tests.conftest import wait_until
 
-CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
-          "group.min.session.timeout.ms": 200, "group.consumer.session.timeout.ms": 3000,
-          "group.consumer.heartbeat.interval.ms": 150, "group.initial.rebalance.delay.ms": 0,
-          "share.auto.offset.reset": "earliest"}
+CLUSTER_CONFIG = {"group.min.session.timeout.ms": 200, "group.consumer.session.timeout.ms": 3000,
+                  "group.consumer.heartbeat.interval.ms": 150, "group.initial.rebalance.delay.ms": 0,
+                  "share.auto.offset.reset": "earliest"}
 FAST = dict(session_timeout_ms=3000, heartbeat_interval_ms=150, fetch_max_wait_ms=200, auto_offset_reset="earliest",
             enable_auto_commit=False, max_poll_interval_ms=20000)
 T = "orders"
@@ -24,16 +23,15 @@ TP = [TopicPartition(T, p) for p in range(3)]
 
 
 @pytest.fixture(scope="module")
-def cluster(ray_session, tmp_path_factory):
-    c = Cluster.local(data_dir=str(tmp_path_factory.mktemp("shoal")), config=CONFIG)
-    c.create_topic(T, 3)
-    with c.producer(linger_ms=1) as producer:
+def cluster(cluster):
+    """The module's cluster, with 10, 20 and 30 records in T's partitions."""
+    cluster.create_topic(T, 3)
+    with cluster.producer(linger_ms=1) as producer:
         for p, count in enumerate((10, 20, 30)):
             for i in range(count):
                 producer.send(T, f"{p}-{i}".encode(), partition=p, timestamp_ms=1_000_000 + i * 1000)
         producer.flush()
-    yield c
-    c.shutdown()
+    return cluster
 
 
 @pytest.fixture(scope="module")

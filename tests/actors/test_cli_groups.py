@@ -5,13 +5,12 @@ import json
 
 import pytest
 
-from actors import AcknowledgeType, Cluster, OffsetAndMetadata, TopicPartition
+from actors import AcknowledgeType, OffsetAndMetadata, TopicPartition
 from actors.cli import main
 from tests.conftest import wait_until
 
-CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
-          "group.min.session.timeout.ms": 200, "group.initial.rebalance.delay.ms": 0,
-          "share.auto.offset.reset": "earliest"}
+CLUSTER_CONFIG = {"group.min.session.timeout.ms": 200, "group.initial.rebalance.delay.ms": 0,
+                  "share.auto.offset.reset": "earliest"}
 FAST = dict(session_timeout_ms=3000, heartbeat_interval_ms=150, fetch_max_wait_ms=200, auto_offset_reset="earliest",
             enable_auto_commit=False, max_poll_interval_ms=20000)
 T = "clicks"
@@ -20,16 +19,15 @@ COUNTS = (8, 12)
 
 
 @pytest.fixture(scope="module")
-def cluster(ray_session, tmp_path_factory):
-    c = Cluster.local(data_dir=str(tmp_path_factory.mktemp("shoal")), config=CONFIG)
-    c.create_topic(T, 2)
-    with c.producer(linger_ms=1) as producer:
+def cluster(cluster):
+    """The module's cluster, with COUNTS records in T's partitions."""
+    cluster.create_topic(T, 2)
+    with cluster.producer(linger_ms=1) as producer:
         for p, count in enumerate(COUNTS):
             for i in range(count):
                 producer.send(T, f"{p}-{i}".encode(), partition=p, timestamp_ms=1_700_000_000_000 + i * 1000)
         producer.flush()
-    yield c
-    c.shutdown()
+    return cluster
 
 
 @pytest.fixture

@@ -1,25 +1,17 @@
 """The classic consumer end to end on real actors: a group of consumers shares a topic,
 commits, rebalances on join, leave and crash, and resumes from committed offsets."""
-import pytest
 import ray
 
-from actors import Cluster, ConsumerRebalanceListener, OffsetAndMetadata, TopicPartition
+from actors import OffsetAndMetadata, TopicPartition
 from runtime.messages.topics import ListOffsetsRequest
+from tests.actors.helpers import Recorder
 from tests.conftest import wait_until
 
-CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
-          "group.min.session.timeout.ms": 200, "group.initial.rebalance.delay.ms": 0}
+CLUSTER_CONFIG = {"group.min.session.timeout.ms": 200, "group.initial.rebalance.delay.ms": 0}
+CLUSTER_TOPICS = {"orders": 6}
 FAST = dict(session_timeout_ms=2000, heartbeat_interval_ms=150, fetch_max_wait_ms=200, auto_offset_reset="earliest",
             enable_auto_commit=False, max_poll_interval_ms=20000)
 ALL = {TopicPartition("orders", p) for p in range(6)}
-
-
-@pytest.fixture(scope="module")
-def cluster(ray_session, tmp_path_factory):
-    c = Cluster.local(data_dir=str(tmp_path_factory.mktemp("shoal")), config=CONFIG)
-    c.create_topic("orders", 6)
-    yield c
-    c.shutdown()
 
 
 def produce(cluster, values):
@@ -108,20 +100,6 @@ def test_a_killed_consumer_loses_its_partitions_after_the_session_timeout(cluste
     assert {tp: c1.committed(tp) for tp in ALL} == {tp: OffsetAndMetadata(end[tp], "", -1) for tp in ALL}
     assert {tp: c1.position(tp) for tp in taken} == {tp: end[tp] for tp in taken}  # where c2 committed
     c1.close()
-
-
-class Recorder(ConsumerRebalanceListener):
-    def __init__(self):
-        self.events = []
-
-    def on_partitions_revoked(self, revoked):
-        self.events.append(("revoked", frozenset(revoked)))
-
-    def on_partitions_assigned(self, assigned):
-        self.events.append(("assigned", frozenset(assigned)))
-
-    def on_partitions_lost(self, lost):
-        self.events.append(("lost", frozenset(lost)))
 
 
 def test_cooperative_sticky_never_gives_a_partition_to_two_consumers(cluster):

@@ -4,20 +4,22 @@ offset reset policies, manual assignment, asynchronous commits and error codes."
 import pytest
 import ray
 
-from actors import (Cluster, ConsumerRebalanceListener, Errors, KafkaError, NoOffsetForPartitionError,
+from actors import (ConsumerRebalanceListener, Errors, KafkaError, NoOffsetForPartitionError,
                     OffsetAndMetadata, TopicPartition)
 from runtime.messages.group import DescribeGroupsRequest
-from tests.actors.test_consumer import ALL, CONFIG, FAST, Recorder, end_offsets, owns_all_once, poll_until, produce
+from tests.actors import test_consumer
+from tests.actors.helpers import Recorder
+from tests.actors.test_consumer import ALL, FAST, end_offsets, owns_all_once, poll_until, produce
 from tests.conftest import wait_until
+
+CLUSTER_CONFIG, CLUSTER_TOPICS = test_consumer.CLUSTER_CONFIG, test_consumer.CLUSTER_TOPICS  # the same cluster
 
 
 @pytest.fixture(scope="module")
-def cluster(ray_session, tmp_path_factory):
-    c = Cluster.local(data_dir=str(tmp_path_factory.mktemp("shoal")), config=CONFIG)
-    c.create_topic("orders", 6)
-    produce(c, [f"r{i}" for i in range(36)])
-    yield c
-    c.shutdown()
+def cluster(cluster):
+    """The module's cluster, with 36 records in "orders"."""
+    produce(cluster, [f"r{i}" for i in range(36)])
+    return cluster
 
 
 def group_state(cluster, group_id):

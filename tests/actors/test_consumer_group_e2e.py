@@ -10,29 +10,22 @@ import time
 import pytest
 import ray
 
-from actors import Cluster, ConsumerRebalanceListener, Errors, KafkaError, OffsetAndMetadata, TopicPartition
+from actors import Errors, KafkaError, OffsetAndMetadata, TopicPartition
 from runtime.messages.consumer import (ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
                                        ConsumerGroupHeartbeatRequestTopicPartitions)
 from runtime.messages.group import (JoinGroupRequest, JoinGroupRequestProtocol, OffsetCommitRequest,
                                     OffsetCommitRequestPartition, OffsetCommitRequestTopic)
+from tests.actors.helpers import Recorder
 from tests.conftest import wait_until
 
-CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
-          "group.consumer.session.timeout.ms": 2000, "group.consumer.heartbeat.interval.ms": 150,
-          "group.consumer.max.size": 4, "group.initial.rebalance.delay.ms": 0,
-          "group.min.session.timeout.ms": 200}
+CLUSTER_CONFIG = {"group.consumer.session.timeout.ms": 2000, "group.consumer.heartbeat.interval.ms": 150,
+                  "group.consumer.max.size": 4, "group.initial.rebalance.delay.ms": 0,
+                  "group.min.session.timeout.ms": 200}
 FAST = dict(group_protocol="consumer", fetch_max_wait_ms=200, auto_offset_reset="earliest",
             enable_auto_commit=True, auto_commit_interval_ms=300, max_poll_interval_ms=20000)
 TOPIC = "flow"
+CLUSTER_TOPICS = {TOPIC: 6}
 ALL = {TopicPartition(TOPIC, p) for p in range(6)}
-
-
-@pytest.fixture(scope="module")
-def cluster(ray_session, tmp_path_factory):
-    c = Cluster.local(data_dir=str(tmp_path_factory.mktemp("shoal")), config=CONFIG)
-    c.create_topic(TOPIC, 6)
-    yield c
-    c.shutdown()
 
 
 def produce(cluster, values):
@@ -75,20 +68,6 @@ def settled(cluster, group_id, consumers):
             and all(m.assignment == m.target_assignment for m in group.members)
             and all(ray.get(c._actor.group_state.remote())["state"] == "STABLE" for c in consumers)
             and owns_all_once(consumers))
-
-
-class Recorder(ConsumerRebalanceListener):
-    def __init__(self):
-        self.events = []
-
-    def on_partitions_revoked(self, revoked):
-        self.events.append(("revoked", frozenset(revoked)))
-
-    def on_partitions_assigned(self, assigned):
-        self.events.append(("assigned", frozenset(assigned)))
-
-    def on_partitions_lost(self, lost):
-        self.events.append(("lost", frozenset(lost)))
 
 
 # ---------------------------------------------------------------------- sharing a topic

@@ -1,9 +1,7 @@
 """The group coordinator actor through Ray: Kafka's group APIs, their error codes, and
 commits that survive the actor being killed."""
-import pytest
 import ray
 
-from actors import Cluster
 from runtime.errors import Errors
 from runtime.messages.group import (
     DeleteGroupsRequest, DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol,
@@ -14,17 +12,9 @@ from runtime.messages.group import (
 )
 from tests.conftest import wait_until
 
-GROUP_CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
-                "group.min.session.timeout.ms": 200, "group.initial.rebalance.delay.ms": 0}
+CLUSTER_CONFIG = {"group.min.session.timeout.ms": 200, "group.initial.rebalance.delay.ms": 0}
 
 E = Errors
-
-
-@pytest.fixture(scope="module")
-def cluster(ray_session, tmp_path_factory):
-    c = Cluster.local(data_dir=str(tmp_path_factory.mktemp("shoal")), config=GROUP_CONFIG)
-    yield c
-    c.shutdown()
 
 
 def get(ref, timeout=30):

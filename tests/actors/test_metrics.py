@@ -1,26 +1,17 @@
 """Coordinator metrics after a known workload, read back through `metrics_snapshot()` (the
 values the actor gave `ray.util.metrics`)."""
-import pytest
 import ray
 
-from actors import AcknowledgeType, Cluster, naming
+from actors import AcknowledgeType, naming
 from runtime.messages.group import (HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol,
                                     OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
                                     SyncGroupRequest, SyncGroupRequestAssignment)
 from tests.conftest import wait_until
 
-CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
-          "group.min.session.timeout.ms": 200, "group.initial.rebalance.delay.ms": 0,
-          "share.auto.offset.reset": "earliest", "metrics.export.interval.ms": 3600000,
-          "group.share.min.record.lock.duration.ms": 1000}
-
-
-@pytest.fixture(scope="module")
-def cluster(ray_session, tmp_path_factory):
-    c = Cluster.local(data_dir=str(tmp_path_factory.mktemp("shoal")), config=CONFIG)
-    c.create_topic("m", 2)
-    yield c
-    c.shutdown()
+CLUSTER_CONFIG = {"group.min.session.timeout.ms": 200, "group.initial.rebalance.delay.ms": 0,
+                  "share.auto.offset.reset": "earliest", "metrics.export.interval.ms": 3600000,
+                  "group.share.min.record.lock.duration.ms": 1000}
+CLUSTER_TOPICS = {"m": 2}
 
 
 def snapshot(handle) -> dict:

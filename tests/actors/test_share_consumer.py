@@ -4,26 +4,18 @@ SharePartition and share coordinator actors dying with records in flight."""
 import pytest
 import ray
 
-from actors import AcknowledgeType, Cluster, Errors, KafkaError, TopicPartition
+from actors import AcknowledgeType, Errors, KafkaError, TopicPartition
 from actors import naming
 from runtime.messages.share import (AcknowledgeTopic, AcknowledgePartition, AcknowledgementBatch,
                                     ShareAcknowledgeRequest)
 from tests.conftest import wait_until
 
 LOCK_MS = 2000
-CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
-          "share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": LOCK_MS,
-          "group.share.delivery.count.limit": 4,
-          "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100,
-          "group.share.session.timeout.ms": 3000, "group.share.min.session.timeout.ms": 1000}
+CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": LOCK_MS,
+                  "group.share.delivery.count.limit": 4,
+                  "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100,
+                  "group.share.session.timeout.ms": 3000, "group.share.min.session.timeout.ms": 1000}
 FAST = dict(fetch_max_wait_ms=200)
-
-
-@pytest.fixture(scope="module")
-def cluster(ray_session, tmp_path_factory):
-    c = Cluster.local(data_dir=str(tmp_path_factory.mktemp("shoal")), config=CONFIG)
-    yield c
-    c.shutdown()
 
 
 def produce(cluster, topic, values, partition=None):

@@ -3,27 +3,18 @@ the SharePartition and share coordinator actors killed with records in flight, a
 at-least-once ledger of consumers that accept, release, reject, renew and crash at random."""
 import random
 
-import pytest
 import ray
 
-from actors import AcknowledgeType, Cluster, naming
+from actors import AcknowledgeType, naming
 from tests.conftest import wait_until
 
 LOCK_MS = 1500
 LIMIT = 4
-CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
-          "share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": LOCK_MS,
-          "group.share.delivery.count.limit": LIMIT,
-          "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100,
-          "group.share.session.timeout.ms": 3000, "group.share.min.session.timeout.ms": 1000}
+CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": LOCK_MS,
+                  "group.share.delivery.count.limit": LIMIT,
+                  "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100,
+                  "group.share.session.timeout.ms": 3000, "group.share.min.session.timeout.ms": 1000}
 FAST = dict(fetch_max_wait_ms=100)
-
-
-@pytest.fixture(scope="module")
-def cluster(ray_session, tmp_path_factory):
-    c = Cluster.local(data_dir=str(tmp_path_factory.mktemp("shoal")), config=CONFIG)
-    yield c
-    c.shutdown()
 
 
 def produce(cluster, topic, count, partitions=1):

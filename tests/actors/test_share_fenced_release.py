@@ -2,25 +2,15 @@
 are released then, not only when their (long) acquisition locks expire."""
 import time
 
-import pytest
 import ray
 
-from actors import Cluster
 from tests.actors.test_share_faults import FAST, poll_records, produce
 
 LOCK_MS = 60000
-CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
-          "share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": LOCK_MS,
-          "group.share.max.record.lock.duration.ms": LOCK_MS,
-          "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100,
-          "group.share.session.timeout.ms": 2000, "group.share.min.session.timeout.ms": 1000}
-
-
-@pytest.fixture(scope="module")
-def cluster(ray_session, tmp_path_factory):
-    c = Cluster.local(data_dir=str(tmp_path_factory.mktemp("shoal")), config=CONFIG)
-    yield c
-    c.shutdown()
+CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": LOCK_MS,
+                  "group.share.max.record.lock.duration.ms": LOCK_MS,
+                  "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100,
+                  "group.share.session.timeout.ms": 2000, "group.share.min.session.timeout.ms": 1000}
 
 
 def test_records_of_a_fenced_member_come_back_before_their_lock_expires(cluster):

@@ -2,26 +2,16 @@
 by the group's SharePartitions, including ones already running."""
 import time
 
-import pytest
 import ray
 
-from actors import Cluster
 from runtime.errors import Errors
 from runtime.messages.share_group import AlterGroupConfigRequest, DescribeGroupConfigRequest
 from tests.actors.test_share_faults import FAST, poll_records, produce
 
-CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
-          "share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": 60000,
-          "group.share.min.record.lock.duration.ms": 1000, "group.share.max.record.lock.duration.ms": 60000,
-          "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100,
-          "group.share.session.timeout.ms": 30000, "group.share.min.session.timeout.ms": 1000}
-
-
-@pytest.fixture(scope="module")
-def cluster(ray_session, tmp_path_factory):
-    c = Cluster.local(data_dir=str(tmp_path_factory.mktemp("shoal")), config=CONFIG)
-    yield c
-    c.shutdown()
+CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": 60000,
+                  "group.share.min.record.lock.duration.ms": 1000, "group.share.max.record.lock.duration.ms": 60000,
+                  "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100,
+                  "group.share.session.timeout.ms": 30000, "group.share.min.session.timeout.ms": 1000}
 
 
 def alter(cluster, group, configs):

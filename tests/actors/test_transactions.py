@@ -3,7 +3,7 @@ and the producer (issue 7)."""
 import pytest
 import ray
 
-from actors import Cluster, naming
+from actors import naming
 from runtime.errors import Errors, KafkaError
 from runtime.messages.topics import (LATEST_TIMESTAMP, READ_COMMITTED, FetchRequest, ListOffsetsRequest,
                                      ProduceRequest)
@@ -16,14 +16,8 @@ from runtime.topics.isolation import filter_aborted
 from tests.conftest import wait_until
 
 
-@pytest.fixture(scope="module")
-def cluster(ray_session, tmp_path_factory):
-    c = Cluster.local(data_dir=str(tmp_path_factory.mktemp("shoal-txn")), config={
-        "log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 200,
-        "transaction.state.log.num.partitions": 2})
-    yield c
-    c.shutdown()
+CLUSTER_CONFIG = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 200,
+                  "transaction.state.log.num.partitions": 2}
 
 
 @pytest.fixture(scope="module")
