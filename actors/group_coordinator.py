@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from typing import Callable
 
 import ray
 
@@ -160,37 +161,39 @@ class GroupCoordinatorActor(ShardHost):
 
     async def consumer_group_heartbeat(self, request: ConsumerGroupHeartbeatRequest, client_id: str = "",
                                        client_host: str = "") -> ConsumerGroupHeartbeatResponse:
-        member_id = request.member_id or str(uuid.uuid4())  # for a member that joins without an id
-        try:
-            return await self._write(
-                lambda s, now: s.consumer_group_heartbeat(request, now, member_id, client_id, client_host))
-        except KafkaError as e:
-            return ConsumerGroupHeartbeatResponse(e.code, e.message)
+        return await self._modern_heartbeat(GroupCoordinatorShard.consumer_group_heartbeat, request,
+                                            ConsumerGroupHeartbeatResponse, client_id, client_host)
 
     async def consumer_group_describe(self, request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
-        try:
-            groups = await self._read(lambda s: s.consumer_group_describe(request.group_ids))
-        except KafkaError as e:
-            groups = [ConsumerGroupDescribeResponseDescribedGroup(g, e.code, e.message) for g in request.group_ids]
-        return ConsumerGroupDescribeResponse(tuple(groups))
+        return ConsumerGroupDescribeResponse(await self._modern_describe(
+            GroupCoordinatorShard.consumer_group_describe, request.group_ids,
+            ConsumerGroupDescribeResponseDescribedGroup))
 
     # ------------------------------------------------------------------ share groups
 
     async def share_group_describe(self, request: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
-        try:
-            groups = await self._read(lambda s: s.share_group_describe(request.group_ids))
-        except KafkaError as e:
-            groups = [ShareGroupDescribeResponseDescribedGroup(g, e.code, e.message) for g in request.group_ids]
-        return ShareGroupDescribeResponse(tuple(groups))
+        return ShareGroupDescribeResponse(await self._modern_describe(
+            GroupCoordinatorShard.share_group_describe, request.group_ids, ShareGroupDescribeResponseDescribedGroup))
 
     async def share_group_heartbeat(self, request: ShareGroupHeartbeatRequest, client_id: str = "",
                                     client_host: str = "") -> ShareGroupHeartbeatResponse:
+        return await self._modern_heartbeat(GroupCoordinatorShard.share_group_heartbeat, request,
+                                            ShareGroupHeartbeatResponse, client_id, client_host)
+
+    async def _modern_heartbeat(self, handler: Callable, request, response_cls, client_id: str, client_host: str):
+        """A consumer or share group heartbeat; an error goes back in the protocol's response."""
         member_id = request.member_id or str(uuid.uuid4())  # for a member that joins without an id
         try:
-            return await self._write(
-                lambda s, now: s.share_group_heartbeat(request, now, member_id, client_id, client_host))
+            return await self._write(lambda s, now: handler(s, request, now, member_id, client_id, client_host))
         except KafkaError as e:
-            return ShareGroupHeartbeatResponse(e.code, e.message)
+            return response_cls(e.code, e.message)
+
+    async def _modern_describe(self, handler: Callable, group_ids, described_cls) -> tuple:
+        """Each group's description, or the error (a load in progress, say) for each of them."""
+        try:
+            return tuple(await self._read(lambda s: handler(s, group_ids)))
+        except KafkaError as e:
+            return tuple(described_cls(g, e.code, e.message) for g in group_ids)
 
     async def _initialize_share_state(self, pending) -> None:
         """Have the share coordinators initialise newly subscribed partitions (state epoch =
