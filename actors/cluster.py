@@ -132,7 +132,7 @@ class Cluster:
     def _deploy(cls, namespace: str, data_dir: str, config: dict, *, detached: bool, owns_ray: bool,
                 owns_data_dir: bool) -> "Cluster":
         os.makedirs(data_dir, exist_ok=True)
-        config = {**config, "shoal.namespace": namespace}  # actors that call other actors find them here
+        config = {**config, naming.NAMESPACE_KEY: namespace}
         deployment = {"data_dir": data_dir, "config": config, "namespace": namespace, "detached": detached}
         cluster = cls(namespace, deployment, owns_ray=owns_ray, owns_data_dir=owns_data_dir, owns_deployment=True)
         controller = _remote(ControllerActor, naming.CONTROLLER, namespace, detached, config).remote(

@@ -59,7 +59,7 @@ def offsets_log_name(partition: int) -> str:
 class GroupCoordinatorActor(ShardHost):
     def __init__(self, data_dir: str, partition: int, config: dict) -> None:
         super().__init__(offsets_log_name(partition), partition, GroupCoordinatorShard, data_dir, config)
-        self._namespace = config.get("shoal.namespace", naming.DEFAULT_NAMESPACE)
+        self._namespace = config.get(naming.NAMESPACE_KEY, naming.DEFAULT_NAMESPACE)
         self._metadata_max_age_s = int(config.get("metadata.max.age.ms", METADATA_MAX_AGE_MS)) / 1000
         self._topics_task: asyncio.Task | None = None
         self._share_state_partitions = int(config.get("share.coordinator.state.topic.num.partitions", 1))

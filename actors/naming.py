@@ -3,6 +3,9 @@ from __future__ import annotations
 
 CONTROLLER = "shoal/controller/0"
 DEFAULT_NAMESPACE = "shoal"
+# The config key under which the Cluster tells its actors their namespace, so that an actor
+# that calls others (a transaction coordinator writing markers) finds them there.
+NAMESPACE_KEY = "shoal.namespace"
 
 
 def group_coordinator(partition: int) -> str:

@@ -33,8 +33,6 @@ from .shard_host import ShardHost
 
 log = logging.getLogger(__name__)
 
-NAMESPACE_KEY = "shoal.namespace"  # set by the Cluster: where the partition leaders live
-
 # Marker writes that cannot succeed by retrying: the leader refuses the marker itself.
 _MARKER_GIVE_UP = frozenset({Errors.INVALID_PRODUCER_EPOCH, Errors.TRANSACTION_COORDINATOR_FENCED,
                              Errors.UNKNOWN_TOPIC_OR_PARTITION})
@@ -51,7 +49,7 @@ class TransactionCoordinatorActor(ShardHost):
         config = {**config, "append.linger.ms": config.get("transaction.state.log.append.linger.ms", 0)}
         super().__init__(f"__transaction_state-{partition}", partition, TransactionCoordinatorShard, data_dir,
                          config, segment_bytes_key="transaction.state.log.segment.bytes")
-        self._namespace = config.get(NAMESPACE_KEY) or ray.get_runtime_context().namespace
+        self._namespace = config.get(naming.NAMESPACE_KEY) or ray.get_runtime_context().namespace
         self._marker_timeout_s = int(config.get("request.timeout.ms", 30000)) / 1000
         self._sending: dict[str, asyncio.Task] = {}  # transactional id -> its marker task
         self._actors = ActorDirectory(self._namespace)
@@ -139,7 +137,7 @@ class TransactionCoordinatorActor(ShardHost):
         while True:
             try:
                 handle = self._actors.get(name)
-            except ValueError:
+            except KafkaError:  # no such actor
                 if topic != OFFSETS_TOPIC and not await self._topic_exists(topic):
                     log.warning("%s: %s was deleted: its marker is dropped", self.runtime.name, topic)
                     return

@@ -272,6 +272,20 @@ def test_partition_leader_errors(cluster):
     assert fetch(cluster, "leader-errors", True).last_stable_offset == 3
 
 
+def test_a_transaction_whose_topic_was_deleted_still_commits(cluster):
+    cluster.create_topic("doomed", 1)
+    cluster.create_topic("kept", 1)
+    with cluster.producer(transactional_id="tx-doomed", linger_ms=1) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send("doomed", b"gone").get(10)
+        producer.send("kept", b"stays").get(10)
+        cluster.delete_topic("doomed")
+        producer.commit_transaction()  # the deleted partition's marker is dropped, not retried for ever
+    assert values(cluster, "kept") == [b"stays"]
+    assert describe(cluster, "tx-doomed").transaction_state == "CompleteCommit"
+
+
 # ---------------------------------------------------------------------- coordinator failover
 
 
