@@ -29,6 +29,13 @@ from .retry import ActorDirectory
 log = logging.getLogger(__name__)
 
 
+# Ray passes a call's arguments and results up to this size inside its task messages, and
+# larger ones through the object store. A produce request or fetch response of up to 2 MiB
+# (past a maximum-size batch) stays inline: under load each trip through the store (a put,
+# a pull and a free, all through the raylet) was most of a large produce's latency.
+# Ray's default is 100 KiB.
+RAY_SYSTEM_CONFIG = {"max_direct_call_object_size": 2 * 1024 * 1024}
+
 # The coordinator actors a deployment runs: (actor class path, name function, the config key
 # that says how many state partitions, and so actors, there are). Each is built with
 # (data_dir, partition, config) and has `ready()` and `status()`.
@@ -93,7 +100,7 @@ class Cluster:
             # "local": always an embedded instance, never a stale `ray start` address
             # that /tmp/ray/ray_current_cluster may still name.
             ray.init(address="local", logging_level=logging.WARNING, include_dashboard=False,
-                     runtime_env={"env_vars": {"RAY_DEDUP_LOGS": "1"}})
+                     runtime_env={"env_vars": {"RAY_DEDUP_LOGS": "1"}}, _system_config=RAY_SYSTEM_CONFIG)
         owns_data_dir = data_dir is None
         data_dir = os.path.abspath(data_dir or tempfile.mkdtemp(prefix="shoal-"))
         namespace = f"shoal-local-{uuid.uuid4().hex[:8]}"

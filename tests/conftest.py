@@ -15,9 +15,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def ray_session():
     import ray
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from actors.cluster import RAY_SYSTEM_CONFIG
     if not ray.is_initialized():
         ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
-                 runtime_env={"env_vars": {"PYTHONPATH": ROOT}})
+                 runtime_env={"env_vars": {"PYTHONPATH": ROOT}}, _system_config=RAY_SYSTEM_CONFIG)
     yield ray
     ray.shutdown()
 

@@ -4,6 +4,7 @@ The cluster here is a second Ray instance started by `ray start --head --block` 
 subprocess; terminating that process stops it (never `ray stop`, which would stop every
 Ray on the machine). Ray's token authentication is disabled for this private cluster.
 """
+import json
 import os
 import random
 import signal
@@ -15,6 +16,7 @@ import textwrap
 
 import pytest
 
+from actors.cluster import RAY_SYSTEM_CONFIG
 from tests.conftest import wait_until
 
 BIN = os.path.dirname(sys.executable)
@@ -35,7 +37,7 @@ def ray_head():
     head = subprocess.Popen(
         [os.path.join(BIN, "ray"), "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
          "--num-cpus=1", "--include-dashboard=false", "--disable-usage-stats", "--block",
-         f"--temp-dir={temp_dir}"],
+         f"--temp-dir={temp_dir}", f"--system-config={json.dumps(RAY_SYSTEM_CONFIG)}"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     address = f"127.0.0.1:{port}"
 
