@@ -104,6 +104,7 @@ class Producer:
                                        max_block_ms) if idempotent else None
         self._next_sequence: dict[tuple[str, int], int] = {}
         self._sequence_started: set[tuple[str, int]] = set()  # a batch was acknowledged since the numbering began
+        self._batch_opened = False  # since the sender last looked: a partition may be new to the transaction
         self._sender = threading.Thread(target=self._run, name=f"{self.client_id}-sender", daemon=True)
         self._sender.start()
 
@@ -145,6 +146,7 @@ class Producer:
                     # Kafka's sticky partitioner moves on when a batch is started.
                     self._sticky.pop(topic, None)
                 self._cond.notify_all()  # the sender times the new batch's linger
+                self._batch_opened = True
                 woke_sender = True
             future = FutureRecordMetadata(batch.result, len(batch.entries), ts,
                                           len(key_bytes) if key_bytes is not None else -1,
@@ -264,12 +266,13 @@ class Producer:
                     if now - batch.created >= self._linger_s:
                         self._seal(tp)
                 to_send = self._ready_batches(now)
-                if not to_send and not self._in_flight:
+                opened, self._batch_opened = self._batch_opened, False
+                if not to_send and not self._in_flight and not opened:
                     if self._closed and not self._open and not any(self._queued.values()):
                         return
                     self._cond.wait(self._next_wake(now))
                     continue
-            if self._txn is not None and self._txn.transactional:
+            if opened and self._txn is not None and self._txn.transactional:
                 self._add_partitions_early()
             if to_send and self._txn is not None:
                 to_send = self._prepare_idempotent(to_send)
