@@ -29,7 +29,7 @@ from runtime.txn.coordinator import OFFSETS_TOPIC, TransactionCoordinatorShard, 
 from . import naming
 from .errors import to_kafka_error
 from .retry import ActorDirectory, Backoff
-from .shard_host import ShardHost
+from .shard_host import ShardHost, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,10 @@ class TransactionCoordinatorActor(ShardHost):
         try:
             await asyncio.gather(*(self._write_markers(tp, request)
                                    for tp, request in markers.requests_by_partition().items()))
+            # Released before the Complete record is appended, so that it does not wait for
+            # that flush, and in the same step, so that no request sees the Prepare state after
+            # its producer was told the transaction is over.
+            self.runtime.write(lambda s, now: s.markers_written(markers.transactional_id), now_ms())
             await self._write(lambda s, now: s.complete_markers(markers.transactional_id, markers.producer_id,
                                                                 markers.producer_epoch, now))
         except asyncio.CancelledError:

@@ -4,13 +4,16 @@ TransactionCoordinator and TransactionStateManager, transaction protocol version
 Write operations validate, then build TransactionLog records; `replay` is the only code that
 changes the metadata. Ending a transaction is two-phase: `end_txn` persists PrepareCommit or
 PrepareAbort and answers with a Deferred; the owner of the shard reads `pending_markers()`,
-writes the markers to every partition in the transaction, and calls `complete_markers`,
-which persists CompleteCommit or CompleteAbort and releases the EndTxn response. A shard
-loaded in a Prepare state lists the same markers again, so a restart finishes the work.
+writes the markers to every partition in the transaction, then calls `markers_written`,
+which releases the EndTxn response, and `complete_markers`, which persists CompleteCommit or
+CompleteAbort. A shard loaded in a Prepare state lists the same markers again, so a restart
+finishes the work.
 
 Unlike Kafka, which answers EndTxn as soon as the Prepare record is durable, the response
 waits for the markers: a caller whose commit_transaction() returned can read its records
-with read_committed at once, which is what a Ray user would expect.
+with read_committed at once, which is what a Ray user would expect. It need not wait for
+the Complete record as well: once every marker is durable the outcome is visible and fixed,
+and a coordinator that loses the Complete record writes the same markers again.
 """
 from __future__ import annotations
 
@@ -286,14 +289,18 @@ class TransactionCoordinatorShard:
                            t.state is TransactionState.PREPARE_COMMIT, tuple(sorted(t.topic_partitions)))
                 for t in pending]
 
+    def markers_written(self, transactional_id: str) -> Result:
+        """Every marker of the transaction is durable: release the EndTxn response that waited
+        for them (if this coordinator still has it). Called before `complete_markers`, so
+        that the answer does not wait for the Complete record's flush too."""
+        return Result([], None, [(end_txn_key(transactional_id), EndTxnResponse())])
+
     def complete_markers(self, transactional_id: str, producer_id: int, producer_epoch: int, now_ms: int) -> Result:
-        """Every marker of the transaction is written: persist CompleteCommit/CompleteAbort and
-        release the EndTxn response that waited for it."""
+        """Every marker of the transaction is written: persist CompleteCommit/CompleteAbort."""
         txn = self._existing(transactional_id, producer_id, producer_epoch)
         raise_if(txn.state not in _PREPARE, Errors.INVALID_TXN_STATE,
                  f"{transactional_id} is {txn.state.state_name}, not preparing")
-        done = txn.prepare_complete(now_ms)
-        return Result([self._record(done)], None, [(end_txn_key(transactional_id), EndTxnResponse())])
+        return Result([self._record(txn.prepare_complete(now_ms))])
 
     # ------------------------------------------------------------------ timers
 

@@ -55,6 +55,7 @@ def end(h, tid, pid, epoch, commit=True):
 def finish_markers(h):
     """What the actor does: complete every pending marker set."""
     for m in h.read(lambda s: s.pending_markers()):
+        h.write(lambda s, now, m=m: s.markers_written(m.transactional_id))
         h.call(lambda s, now, m=m: s.complete_markers(m.transactional_id, m.producer_id, m.producer_epoch, now))
 
 

@@ -260,10 +260,13 @@ def test_commit_is_two_phase_and_answers_after_the_markers(tmp_path):
     raises(Errors.INVALID_TXN_STATE, lambda: end(h, "tx", 0, 0, commit=False).result())
     assert add(h, "tx", 0, 0, [T0]).results_by_transaction == (_result("tx", Errors.CONCURRENT_TRANSACTIONS, [T0]),)
     h.clock.now_ms = 400
+    # The markers are durable: the commit is visible, so EndTxn is answered before the
+    # Complete record is written.
+    records, _ = run(h, lambda s, now: s.markers_written("tx"))
+    assert records == [] and pending.result() == EndTxnResponse()
     records, done = run(h, lambda s, now: s.complete_markers("tx", 0, 0, now))
     assert records == [transaction_log_record("tx", TransactionLogValue(
         0, -1, -1, 0, -1, 60000, S.COMPLETE_COMMIT.id, (), 400, 0))]
-    assert pending.result() == EndTxnResponse()
     assert h.read(lambda s: s.pending_markers()) == []
     # A retry of the completed commit succeeds with nothing to write; an abort cannot.
     records, retry = run(h, lambda s, now: s.end_txn(EndTxnRequest("tx", 0, 0, True), now))

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from runtime.errors import KafkaError
 from runtime.messages.txn import AddOffsetsToTxnRequest, EndTxnRequest
 
-from .helpers import Partition, add_request, harness, init, state_of
+from .helpers import Partition, add_request, finish_markers, harness, init, state_of
 
 PIDS = (1, 2, 3)
 
@@ -107,9 +107,7 @@ def test_coordinator_state_survives_reload(ops):
                     else:
                         h.write(lambda s, now: s.end_txn(EndTxnRequest(tid, pid, epoch, op[2]), now))
                 elif op[0] == "markers":
-                    for m in h.read(lambda s: s.pending_markers()):
-                        h.call(lambda s, now, m=m: s.complete_markers(m.transactional_id, m.producer_id,
-                                                                      m.producer_epoch, now))
+                    finish_markers(h)
                 elif op[0] == "advance":
                     h.advance(op[1])
             except KafkaError:
