@@ -23,7 +23,7 @@ import uuid
 
 from runtime.errors import Errors, KafkaError
 
-from .consumer import _STABLE, _UNJOINED, LOST, REVOKED, ASSIGNED, CommitFailedError, ConsumerActor
+from .consumer_actor import _STABLE, _UNJOINED, LOST, REVOKED, ASSIGNED, CommitFailedError, ConsumerActor
 from .errors import to_kafka_error
 from .membership import MembershipManager, MemberState, Reconciliation
 from .retry import Backoff
