@@ -104,7 +104,9 @@ class Producer:
                                        max_block_ms) if idempotent else None
         self._next_sequence: dict[tuple[str, int], int] = {}
         self._sequence_started: set[tuple[str, int]] = set()  # a batch was acknowledged since the numbering began
-        self._batch_opened = False  # since the sender last looked: a partition may be new to the transaction
+        # A transaction's batch opened since the sender last looked: its partition may be new
+        # to the transaction, and the sender adds it at once (see _add_partitions_early).
+        self._batch_opened = False
         self._sender = threading.Thread(target=self._run, name=f"{self.client_id}-sender", daemon=True)
         self._sender.start()
 
@@ -146,7 +148,7 @@ class Producer:
                     # Kafka's sticky partitioner moves on when a batch is started.
                     self._sticky.pop(topic, None)
                 self._cond.notify_all()  # the sender times the new batch's linger
-                self._batch_opened = True
+                self._batch_opened = self._txn is not None and self._txn.transactional
                 woke_sender = True
             future = FutureRecordMetadata(batch.result, len(batch.entries), ts,
                                           len(key_bytes) if key_bytes is not None else -1,
@@ -272,7 +274,7 @@ class Producer:
                         return
                     self._cond.wait(self._next_wake(now))
                     continue
-            if opened and self._txn is not None and self._txn.transactional:
+            if opened:
                 self._add_partitions_early()
             if to_send and self._txn is not None:
                 to_send = self._prepare_idempotent(to_send)
