@@ -8,8 +8,8 @@ under 10%. Prints JSON.
 Runs come in pairs, one of each kind, and each pair swaps the order of the one before, so that
 a noisy neighbour or a drift of the machine costs both kinds alike. The loss reported is the
 median of the pairs' losses (each pair measured under the same conditions), with the loss of all
-records over all seconds of each kind beside it; the rates are the medians of their runs, and
-every run is printed.
+records over all seconds of each kind and the quartiles of the pairs' losses beside it; the rates
+are the medians of their runs, and every run is printed.
 """
 from __future__ import annotations
 
@@ -135,6 +135,10 @@ def main() -> None:
             "plain_records_per_s": plain,
             "transactional_records_per_s": txn,
             "throughput_loss": statistics.median(pair_losses),
+            # How far apart pairs of the same code land on this machine: a difference of the
+            # loss smaller than this spread needs many pairs before it means anything.
+            "pair_loss_quartiles": ([round(q, 3) for q in statistics.quantiles(pair_losses, n=4)]
+                                    if len(pair_losses) > 1 else None),
             # Every record over every second of each kind: a check on the median, which a
             # few wild pairs cannot move but which ignores how far they go.
             "overall_throughput_loss": round(1 - overall("transactional") / overall("plain"), 3),
