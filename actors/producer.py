@@ -287,10 +287,15 @@ class Producer:
         waits += [b.retry_at - now for q in self._queued.values() for b in q]
         return max(min(waits, default=0.1), 0.0005)
 
-    def _ready_batches(self, now: float) -> list[_Batch]:
-        in_flight = {}
+    def _in_flight_by_partition(self) -> dict[tuple[str, int], int]:
+        """How many batches each partition has in flight. Called under the lock."""
+        counts: dict[tuple[str, int], int] = {}
         for b in self._in_flight.values():
-            in_flight[(b.topic, b.partition)] = in_flight.get((b.topic, b.partition), 0) + 1
+            counts[(b.topic, b.partition)] = counts.get((b.topic, b.partition), 0) + 1
+        return counts
+
+    def _ready_batches(self, now: float) -> list[_Batch]:
+        in_flight = self._in_flight_by_partition()
         ready = []
         for tp, queue in self._queued.items():
             # A leader accepts any first sequence from a producer it does not know, so until
@@ -366,9 +371,7 @@ class Producer:
     def _collect(self) -> None:
         with self._cond:
             refs = list(self._in_flight)
-            in_flight = {}
-            for b in self._in_flight.values():
-                in_flight[(b.topic, b.partition)] = in_flight.get((b.topic, b.partition), 0) + 1
+            in_flight = self._in_flight_by_partition()
             # A batch being filled that could go as soon as it is sealed: ray.wait cannot be
             # woken by the user's thread, so look again soon rather than hold the batch back.
             room = any(in_flight.get(tp, 0) < self._max_in_flight for tp in self._open)
