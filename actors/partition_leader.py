@@ -6,6 +6,12 @@ flush runs when the loop has processed every request that arrived with it, so co
 producers share one fsync (group commit). A retried batch of an idempotent producer is
 acknowledged with its original offsets, after the same flush, so never before the original is
 durable. Fetch long-polls on the high watermark (the last stable offset for read_committed).
+
+A disk error takes the log offline (runtime.log): every append not yet durable fails, with
+KAFKA_STORAGE_ERROR, once the log has cut it off its file (until then its answer waits, so
+that no produce answered with an error is found later), and requests get
+KAFKA_STORAGE_ERROR until the log has been reopened and checked. The leader reopens it at
+once and then every OPEN_RETRY_S, as it retries a log that failed to open.
 """
 from __future__ import annotations
 
@@ -29,6 +35,8 @@ log = logging.getLogger(__name__)
 # How long a batch that arrived ahead of its predecessor (OUT_OF_ORDER_SEQUENCE_NUMBER) waits
 # for it before the error is returned.
 REORDER_WAIT_S = 0.2
+# How often a log that failed to open, or went offline, is tried again.
+OPEN_RETRY_S = 1.0
 
 
 class PartitionLeaderActor:
@@ -40,29 +48,73 @@ class PartitionLeaderActor:
         self._config = dict(config)
         self._plog: PartitionLog | None = None
         self._open_error: str | None = None
-        self._waiters: list[asyncio.Future] = []
+        self._retry_open_at = 0.0
+        self._deleted = False
+        self._waiters: list[asyncio.Future] = []  # appended, waiting for the next flush
+        # Appends whose flush failed, answered once the offline log has cut them off.
+        self._unsettled: list[asyncio.Future] = []
         self._flush_scheduled = False
-        self._data = None  # asyncio.Event set when the high watermark moves
+        self._data = asyncio.Event()  # set when the high watermark moves
         self._appended = asyncio.Event()  # set when a batch is appended
         self._retention_task = None
+        self._recovery: asyncio.Task | None = None
 
     def _ensure_open(self) -> PartitionLog:
-        if self._plog is None:
-            if self._open_error is not None:
-                raise KafkaError(Errors.KAFKA_STORAGE_ERROR, self._open_error)
-            try:
+        """The log, opened (or reopened after it went offline) if need be; raises
+        KAFKA_STORAGE_ERROR while it cannot be, and tries again after OPEN_RETRY_S."""
+        plog = self._plog
+        if plog is not None and not plog.offline:
+            return plog
+        if self._deleted or time.monotonic() < self._retry_open_at:
+            raise KafkaError(Errors.KAFKA_STORAGE_ERROR, self._open_error)
+        try:
+            if plog is None:
                 self._plog = PartitionLog(self._dir, self.topic, self.partition, self._topic_configs,
                                           fsync=_truthy(self._config.get("log.flush.fsync", True)))
-            except Exception as e:
-                self._open_error = f"cannot open {self._dir}: {e}"
-                log.exception("%s", self._open_error)
-                raise KafkaError(Errors.KAFKA_STORAGE_ERROR, self._open_error) from e
-            for line in self._plog.log.recovered:
-                log.warning("%s-%d: %s", self.topic, self.partition, line)
-            self._data = asyncio.Event()
+            else:
+                plog.reopen()
+        except Exception as e:
+            self._open_error = f"cannot open {self._dir}: {e}"
+            self._retry_open_at = time.monotonic() + OPEN_RETRY_S
+            log.exception("%s", self._open_error)
+            self._settle()
+            raise KafkaError(Errors.KAFKA_STORAGE_ERROR, self._open_error) from e
+        self._open_error = None
+        for line in self._plog.log.recovered:
+            log.warning("%s-%d: %s", self.topic, self.partition, line)
+        self._settle()
+        if self._retention_task is None:
             interval = int(self._config.get("log.retention.check.interval.ms", 300000)) / 1000
             self._retention_task = asyncio.get_running_loop().create_task(self._retention_loop(interval))
         return self._plog
+
+    def _log_failed(self, error: LogWriteError) -> None:
+        """An append or flush failed. If the log went offline, the appends waiting for a
+        flush can no longer become durable: they fail once the log has cut them off, and
+        the log is reopened."""
+        if self._plog is None or not self._plog.offline:
+            return  # one append failed and was cut back; the log goes on
+        log.error("%s-%d: the log is offline: %s", self.topic, self.partition, error)
+        self._open_error = str(error)
+        self._unsettled.extend(self._waiters)
+        self._waiters = []
+        self._settle()
+        if self._recovery is None or self._recovery.done():
+            self._recovery = asyncio.get_running_loop().create_task(self._recover())
+
+    def _settle(self) -> None:
+        if self._unsettled and (self._plog is None or not self._plog.unsettled):
+            unsettled, self._unsettled = self._unsettled, []
+            for w in unsettled:
+                if not w.done():
+                    w.set_result(self._open_error or "the log went offline")
+
+    async def _recover(self) -> None:
+        while self._plog is not None and self._plog.offline and not self._deleted:
+            try:
+                self._ensure_open()
+            except KafkaError:
+                await asyncio.sleep(max(self._retry_open_at - time.monotonic(), 0.0))
 
     async def ready(self) -> dict:
         self._ensure_open()
@@ -70,8 +122,9 @@ class PartitionLeaderActor:
 
     async def status(self) -> dict:
         p = self._plog
-        return {"name": f"{self.topic}-{self.partition}", "state": "active" if p else "initial",
-                "error": self._open_error, "log_start_offset": p.log_start_offset if p else None,
+        state = "offline" if p is not None and p.offline else "active" if p else "initial"
+        return {"name": f"{self.topic}-{self.partition}", "state": state, "error": self._open_error,
+                "log_start_offset": p.log_start_offset if p else None,
                 "high_watermark": p.high_watermark if p else None, "pid": os.getpid()}
 
     # ------------------------------------------------------------------ produce
@@ -95,6 +148,9 @@ class PartitionLeaderActor:
                 except asyncio.TimeoutError:
                     pass
             except LogWriteError as e:
+                # This batch's own bytes are not in the log (a failed write leaves at most a
+                # torn tail): it can be answered now. Those before it wait for the cut.
+                self._log_failed(e)
                 return ProduceResponse(self.topic, self.partition, Errors.KAFKA_STORAGE_ERROR.code,
                                        error_message=str(e))
         self._appended.set()
@@ -133,7 +189,7 @@ class PartitionLeaderActor:
                         except KafkaError as e:
                             code = e.code
                         except LogWriteError as e:
-                            log.error("%s-%d: marker append failed: %s", self.topic, self.partition, e)
+                            self._log_failed(e)
                             code = Errors.KAFKA_STORAGE_ERROR.code
                     results.append((marker.producer_id, topic.name, partition, code))
         if appended and await self._durable() is not None:
@@ -143,19 +199,23 @@ class PartitionLeaderActor:
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        if self._plog is None:
+            self._unsettled.extend(self._waiters)
+            self._waiters = []
+            self._settle()
+            return
         waiters, self._waiters = self._waiters, []
         try:
             self._plog.flush()
-            error = None
         except LogWriteError as e:
-            log.error("%s-%d: flush failed: %s", self.topic, self.partition, e)
-            error = str(e)
+            self._waiters[:0] = waiters
+            self._log_failed(e)
+            return
         for w in waiters:
             if not w.done():
-                w.set_result(error)
-        if error is None:
-            self._data.set()
-            self._data = asyncio.Event()
+                w.set_result(None)
+        self._data.set()
+        self._data = asyncio.Event()
 
     # ------------------------------------------------------------------ fetch
 
@@ -197,8 +257,10 @@ class PartitionLeaderActor:
     async def apply_retention(self) -> list[str]:
         try:
             deleted = self._ensure_open().apply_retention(now_ms())
-        except Exception:
+        except Exception as e:
             log.exception("%s-%d: retention failed", self.topic, self.partition)
+            if isinstance(e, LogWriteError):
+                self._log_failed(e)
             return []
         if deleted:
             log.info("%s-%d: retention deleted %s", self.topic, self.partition, deleted)
@@ -208,8 +270,12 @@ class PartitionLeaderActor:
         """The topic was deleted: close the log and remove its folder."""
         if self._retention_task is not None:
             self._retention_task.cancel()
+        self._deleted = True
+        self._open_error = "the topic was deleted"
         if self._plog is not None:
             self._plog.close()
             self._plog = None
-        self._open_error = "the topic was deleted"
+        self._unsettled.extend(self._waiters)
+        self._waiters = []
+        self._settle()
         shutil.rmtree(self._dir, ignore_errors=True)

@@ -10,7 +10,11 @@ response through the ``PendingWrite`` only when the batch is durable.
 Reverting a failed batch: the shard is rebuilt by reloading the log, whose durable prefix is
 by definition the last durable point. That is the simplest mechanism that is correct for
 every shard (no undo log to keep in step with each replay handler), and it is the same code
-path as a restart. Its cost, a reload, is paid only when the disk fails.
+path as a restart. Its cost, a reload, is paid only when the disk fails. A log that failed
+goes offline (runtime.log) and is reopened by that reload. The responses of the failed batch
+are answered with a retriable error once its bytes are off the file: while the log could not
+yet cut them (``unsettled``), they wait, so that no write answered with an error is found
+whole by a later load.
 
 Nothing here reads a clock or does I/O other than through the log.
 """
@@ -159,6 +163,8 @@ class CoordinatorRuntime(Generic[S]):
         self._batch_started_ms: int | None = None
         self._batch_waiters: list[PendingWrite] = []
         self._deferred: dict[Hashable, PendingWrite] = {}
+        # Responses of a failed batch whose records the log could not yet cut off its file.
+        self._unsettled: list[tuple[PendingWrite, KafkaError]] = []
         # Bumped by every revert: an operation computed before one must not be applied after.
         self._reverts = 0
         self._loads = 0
@@ -183,6 +189,9 @@ class CoordinatorRuntime(Generic[S]):
             gc.disable()
             if self.log is None:
                 self.log = self._open_log()
+            elif self.log.offline or self.log.closed:
+                self.log.reopen()
+            self._settle()
             for line in self.log.recovered:
                 log.warning("%s: %s", self.name, line)
             shard = self._shard_factory(CoordinatorContext(self.name, self.partition, self.timer, self.config))
@@ -211,7 +220,6 @@ class CoordinatorRuntime(Generic[S]):
             if self.log is not None:
                 # The next load reopens the folder, after an operator has repaired it.
                 self.log.close()
-                self.log = None
             raise
         finally:
             if gc_was_enabled:
@@ -236,7 +244,6 @@ class CoordinatorRuntime(Generic[S]):
         self.shard = None
         if self.log is not None:
             self.log.close()
-            self.log = None
         self.state = CoordinatorState.CLOSED
 
     # ------------------------------------------------------------------ operations
@@ -404,34 +411,29 @@ class CoordinatorRuntime(Generic[S]):
             w._finish(error)
 
     def _revert(self, error: KafkaError, now_ms: int) -> None:
-        """Go back to the last durable point: fail what is pending, cut the log back to
-        its durable offset and reload the shard from it. If even that fails, the runtime
-        is FAILED (COORDINATOR_NOT_AVAILABLE) until its owner calls load() again."""
+        """Go back to the last durable point: the batch's responses fail (once the log has
+        cut its records off, see `_settle`), the deferred ones fail, and the shard is
+        reloaded from the log, which is reopened first if it went offline. If that fails,
+        the runtime is FAILED (COORDINATOR_NOT_AVAILABLE) until its owner calls load() again."""
         self._reverts += 1
-        durable = self.log.durable_offset
+        self._unsettled.extend((w, error) for w in self._batch_waiters)
+        self._batch_waiters = []
         self._fail_batch(error)
         try:
-            if not self.log.failed:
-                try:
-                    self.log.truncate_to(durable)
-                except LogWriteError:
-                    pass  # the writer is wedged now
-            if self.log.failed:
-                # Reopen the folder (a torn tail is cut on open) and drop any whole batch
-                # that made it to the file past the durable point.
-                self.log.close()
-                self.log = None
-                self.log = self._open_log()
-                self.log.truncate_to(durable)
+            self._settle()
             self.load_all(now_ms)
         except Exception as e:
             log.error("%s: could not go back to the durable state: %s", self.name, e)
             self.state = CoordinatorState.FAILED
             self.shard = None
             self.timer.clear()
-            if self.log is not None:
-                self.log.close()
-                self.log = None
+
+    def _settle(self) -> None:
+        """Answer the responses of failed batches once nothing of theirs is left in the file."""
+        if self._unsettled and not self.log.unsettled:
+            unsettled, self._unsettled = self._unsettled, []
+            for w, error in unsettled:
+                w._finish(error)
 
 
 def replay_batch(replay: Callable[[int, Record], None], batch, name: str) -> int:

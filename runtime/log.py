@@ -1,273 +1,57 @@
 """The segmented, append-only log that holds every coordinator's state and every topic
-partition's data.
-
-On disk a log is a folder of segment files plus a manifest:
-
-* a segment is a run of framed batches; its file is named by the base offset of its first
-  batch (``00000000000000000000.log``), or, for the output of a compaction that replaced the
-  closed segments covering offsets [base, end), ``<base>-<end>.compacted.log``;
-* a batch is ``BATCH_HEADER`` (length, CRC32, base offset, timestamp, record count,
-  attributes, producer id, producer epoch, base sequence) then a msgpack payload. The length
-  counts the bytes after itself; the CRC covers everything after the CRC field;
-* ``manifest.json`` lists the live segments in offset order. The last one is the active
-  segment that the writer appends to; the others are closed and never change. Every update
-  of the manifest is a read-modify-write under an exclusive lock on ``.manifest.lock``, then
-  an atomic rename, so a compaction in another process can swap segments while the writer
-  keeps appending.
+partition's data: its single writer (FileLog) and its readers. What the folder holds on
+disk is described in `runtime.logformat`.
 
 The writer tracks two positions: ``end_offset`` (the next offset it will assign) and
-``durable_offset`` (everything below it is flushed by the flush policy). On open, a torn or
-corrupt tail of the active segment (a crash mid-write) is cut off at the last whole batch.
+``durable_offset`` (everything below it is flushed by the flush policy).
+
+The log fails closed, as Kafka's does: it trusts nothing it has not verified or written.
+* Opening takes the folder's ``.lock`` (one writer per folder; a second gets
+  LogLockedError; readers never take it), checks every segment the manifest names against
+  the disk (present; a closed one of the size and first offset the manifest says), cuts a
+  torn tail of the active segment (damage with nothing valid after it: a crash
+  mid-write), and refuses any other damage with CorruptRecordError naming the file, the
+  byte and the offset, rather than cut away batches that were acknowledged.
+* An I/O error that leaves memory and disk in doubt (a failed fsync, roll or manifest
+  update, or a failed write that cannot be cut back) takes the log *offline*: it accepts
+  nothing until ``reopen()`` has read and checked the folder again. Going offline drops
+  everything past the durable offset, from the file too, so every append not yet flushed
+  fails. While that cut has not been made (``unsettled``: the disk refused it as well),
+  the owner must not answer those appends with an error: a reopen that found them whole
+  would otherwise serve a write its client was told had failed. ``reopen()`` makes the cut
+  before anything else.
 """
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import errno
-import fcntl
-import json
 import os
-import re
-import struct
-import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterator
 
 import msgpack
 
 from .errors import CorruptRecordError
+from .logformat import (ATTR_COMPACTED, ATTR_CONTROL, ATTR_TRANSACTIONAL, BATCH_HEADER, COMPACTED_RE,
+                        COMPACTION_LOCK, HEADER_SIZE, MANIFEST, MANIFEST_LOCK, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
+                        NO_SEQUENCE, OS_IO, SEGMENT_RE, WRITER_LOCK, Batch, FileLock, Manifest, OsIO, SegmentInfo,
+                        check_segment_batches, compacted_file_name, encode_batch, read_manifest, rebuild_manifest,
+                        scan_batches, segment_file_name, update_manifest, valid_batch_after, write_manifest)
 
-BATCH_HEADER = struct.Struct(">IIqqiHqhi")
-HEADER_SIZE = BATCH_HEADER.size  # 44
-_AFTER_LENGTH = struct.Struct(">I")
-# The bytes covered by the CRC start right after the CRC field.
-_CRC_START = 8
-
-ATTR_TRANSACTIONAL = 0x10
-ATTR_CONTROL = 0x20
-# A compacted batch: offsets have gaps, and the payload is [offset_deltas, entries].
-ATTR_COMPACTED = 0x40
-
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-
-MANIFEST = "manifest.json"
-MANIFEST_LOCK = ".manifest.lock"
-COMPACTION_LOCK = ".compaction.lock"
-_SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
-_COMPACTED_RE = re.compile(r"^(\d{20})-(\d{20})\.compacted\.log$")
+__all__ = ["ATTR_COMPACTED", "ATTR_CONTROL", "ATTR_TRANSACTIONAL", "BATCH_HEADER", "HEADER_SIZE", "MANIFEST",
+           "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "NO_SEQUENCE", "Batch", "CompactionInProgress", "FileLog",
+           "LogConfig", "LogLockedError", "LogWriteError", "Manifest", "OsIO", "SegmentInfo", "compacted_file_name",
+           "compaction_lock", "encode_batch", "encode_compacted_payload", "read_batches", "read_manifest",
+           "rebuild_manifest", "scan_batches", "segment_file_name", "swap_segments", "update_manifest"]
 
 
 class LogWriteError(OSError):
     """The log could not append or flush. Nothing past ``durable_offset`` may be trusted."""
 
 
-@dataclass(frozen=True, slots=True)
-class Batch:
-    base_offset: int
-    timestamp: int
-    count: int
-    attributes: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    payload: bytes
-    size: int  # framed size on disk
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.count - 1
-
-    @property
-    def next_offset(self) -> int:
-        return self.base_offset + self.count
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & ATTR_TRANSACTIONAL)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & ATTR_CONTROL)
-
-
-def encode_batch(base_offset: int, payload: bytes, count: int, timestamp: int, attributes: int = 0,
-                 producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
-                 base_sequence: int = NO_SEQUENCE) -> bytes:
-    header = bytearray(BATCH_HEADER.pack(0, 0, base_offset, timestamp, count, attributes,
-                                         producer_id, producer_epoch, base_sequence))
-    crc = zlib.crc32(payload, zlib.crc32(memoryview(header)[_CRC_START:]))
-    struct.pack_into(">II", header, 0, HEADER_SIZE - 4 + len(payload), crc)
-    return bytes(header) + payload
-
-
-class _TornTail(Exception):
-    """The bytes at this position are not a whole, valid batch."""
-
-
-def _parse_batch(buf: bytes | memoryview, pos: int) -> Batch:
-    if len(buf) - pos < HEADER_SIZE:
-        raise _TornTail("short header")
-    (length, crc, base, ts, count, attrs, pid, pepoch, bseq) = BATCH_HEADER.unpack_from(buf, pos)
-    end = pos + 4 + length
-    if length < HEADER_SIZE - 4 or count < 0 or end > len(buf):
-        raise _TornTail("length past the end")
-    if zlib.crc32(buf[pos + _CRC_START:end]) != crc:
-        raise _TornTail("crc mismatch")
-    return Batch(base, ts, count, attrs, pid, pepoch, bseq, bytes(buf[pos + HEADER_SIZE:end]), end - pos)
-
-
-def scan_batches(data: bytes, *, strict: bool, name: str = "",
-                 base_offset: int | None = None) -> tuple[list[Batch], int]:
-    """Parse the whole batches in ``data``. Returns (batches, bytes consumed). With
-    ``strict`` a bad batch raises CorruptRecordError naming the segment and the offset where
-    it should start (``base_offset`` is that of the first batch in ``data``); without it,
-    parsing stops there (a torn tail)."""
-    batches = []
-    pos = 0
-    mv = memoryview(data)
-    while pos < len(data):
-        try:
-            b = _parse_batch(mv, pos)
-        except _TornTail as e:
-            if strict:
-                after = batches[-1].next_offset if batches else base_offset
-                raise CorruptRecordError(f"corrupt batch at byte {pos} of segment {name}: {e}",
-                                         log=name, offset=after) from None
-            break
-        batches.append(b)
-        pos += b.size
-    return batches, pos
-
-
-@dataclass
-class SegmentInfo:
-    file: str
-    base_offset: int
-    end_offset: int | None = None  # exclusive; None while active
-    max_timestamp: int = -1
-    size: int = 0
-
-    def to_json(self) -> dict:
-        return {"file": self.file, "base_offset": self.base_offset, "end_offset": self.end_offset,
-                "max_timestamp": self.max_timestamp, "size": self.size}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "SegmentInfo":
-        return cls(d["file"], d["base_offset"], d.get("end_offset"), d.get("max_timestamp", -1), d.get("size", 0))
-
-
-@dataclass
-class Manifest:
-    segments: list[SegmentInfo] = field(default_factory=list)
-    log_start_offset: int = 0
-
-    def to_json(self) -> dict:
-        return {"version": 1, "log_start_offset": self.log_start_offset,
-                "segments": [s.to_json() for s in self.segments]}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "Manifest":
-        return cls([SegmentInfo.from_json(s) for s in d["segments"]], d.get("log_start_offset", 0))
-
-
-def segment_file_name(base_offset: int) -> str:
-    return f"{base_offset:020d}.log"
-
-
-def compacted_file_name(base_offset: int, end_offset: int) -> str:
-    return f"{base_offset:020d}-{end_offset:020d}.compacted.log"
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-class _FileLock:
-    def __init__(self, path: str, blocking: bool = True) -> None:
-        self.path = path
-        self.blocking = blocking
-        self.fd = -1
-
-    def __enter__(self) -> "_FileLock":
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | (0 if self.blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            os.close(self.fd)
-            self.fd = -1
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
-
-
-def read_manifest(directory: str) -> Manifest | None:
-    try:
-        with open(os.path.join(directory, MANIFEST), "rb") as f:
-            return Manifest.from_json(json.loads(f.read()))
-    except FileNotFoundError:
-        return None
-
-
-def _write_manifest(directory: str, manifest: Manifest) -> None:
-    tmp = os.path.join(directory, MANIFEST + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(json.dumps(manifest.to_json(), indent=1).encode())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, os.path.join(directory, MANIFEST))
-    _fsync_dir(directory)
-
-
-def rebuild_manifest(directory: str) -> Manifest:
-    """Recover a missing manifest from the segment files. A compacted segment supersedes
-    the originals inside its range (leftovers of a swap that crashed before deleting them);
-    where compacted ranges overlap, the wider one, written later, wins."""
-    originals, compacted = [], []
-    for name in os.listdir(directory):
-        if m := _SEGMENT_RE.match(name):
-            originals.append((int(m.group(1)), name))
-        elif m := _COMPACTED_RE.match(name):
-            compacted.append((int(m.group(1)), int(m.group(2)), name))
-    chosen: list[tuple[int, int, str]] = []
-    for base, end, name in sorted(compacted, key=lambda c: (c[0] - c[1], c[0])):
-        if all(end <= b or base >= e for b, e, _ in chosen):
-            chosen.append((base, end, name))
-    segments = [SegmentInfo(name, base, end) for base, end, name in chosen]
-    for base, name in originals:
-        if not any(b <= base < e for b, e, _ in chosen):
-            segments.append(SegmentInfo(name, base))
-    segments.sort(key=lambda s: s.base_offset)
-    for seg, nxt in zip(segments, segments[1:]):
-        if seg.end_offset is None:
-            seg.end_offset = nxt.base_offset
-    for seg in segments:
-        seg.size = os.path.getsize(os.path.join(directory, seg.file))
-    if segments and segments[-1].end_offset is not None:
-        # The newest segment is a compacted one: start a fresh active segment after it.
-        segments.append(SegmentInfo(segment_file_name(segments[-1].end_offset), segments[-1].end_offset))
-    start = segments[0].base_offset if segments else 0
-    return Manifest(segments, start)
-
-
-class OsIO:
-    """The system calls the writer makes; tests substitute a faulty one (a full disk)."""
-
-    def write(self, fd: int, data: bytes) -> int:
-        return os.write(fd, data)
-
-    def fsync(self, fd: int) -> None:
-        os.fsync(fd)
-
-    def truncate(self, fd: int, size: int) -> None:
-        os.ftruncate(fd, size)
+class LogLockedError(OSError):
+    """Another writer holds the folder's lock."""
 
 
 @dataclass(frozen=True)
@@ -288,6 +72,14 @@ def _as_bool(v) -> bool:
     return bool(v)
 
 
+def _take_writer_lock(directory: str) -> FileLock:
+    try:
+        return FileLock(os.path.join(directory, WRITER_LOCK), blocking=False).acquire()
+    except BlockingIOError:
+        raise LogLockedError(errno.EAGAIN, f"failed to acquire the lock on {os.path.join(directory, WRITER_LOCK)}: "
+                                           f"another writer is using the log folder {directory}") from None
+
+
 class FileLog:
     """The single writer of one log folder."""
 
@@ -296,78 +88,174 @@ class FileLog:
         self.directory = directory
         self.config = config or LogConfig()
         self.name = name or os.path.basename(os.path.normpath(directory))
-        self._io = io or OsIO()
+        self._io = io or OS_IO
         self._fd = -1
-        self._failed: str | None = None
-        # (base_offset, position, size) of every batch in the active segment: reads find
-        # their batches by bisection, truncation finds its byte position.
-        self._active_index: list[tuple[int, int, int]] = []
-        self._active_size = 0
-        self._index: dict[str, list[tuple[int, int, int]]] = {}
+        self._lock: FileLock | None = None
+        self._offline: str | None = None
+        self._cut_pending = False
         self.recovered: list[str] = []  # what open had to repair, for the operator's log
         os.makedirs(directory, exist_ok=True)
-        self._open()
+        self._open(None)
 
     # ------------------------------------------------------------------ opening
 
-    def _open(self) -> None:
-        with _FileLock(os.path.join(self.directory, MANIFEST_LOCK)):
-            try:
-                manifest = read_manifest(self.directory)
-                problem = "manifest missing"
-            except (ValueError, KeyError, TypeError) as e:
-                manifest = None
-                problem = f"manifest unreadable ({e})"
-            if manifest is None:
-                if any(_SEGMENT_RE.match(n) or _COMPACTED_RE.match(n) for n in os.listdir(self.directory)):
-                    self.recovered.append(f"{problem}: rebuilt from the segment files")
-                manifest = rebuild_manifest(self.directory)
-            if not manifest.segments:
-                manifest.segments.append(SegmentInfo(segment_file_name(0), 0))
-            self._remove_strays(manifest)
-            active = manifest.segments[-1]
-            path = os.path.join(self.directory, active.file)
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-            with open(path, "rb") as f:
-                data = f.read()
-            batches, good = scan_batches(data, strict=False, name=active.file)
-            if good < len(data):
-                self.recovered.append(
-                    f"{active.file}: cut a torn or corrupt tail of {len(data) - good} bytes at byte {good}")
-                os.ftruncate(self._fd, good)
-                os.fsync(self._fd)
-            pos = 0
-            expected = active.base_offset
-            for b in batches:
-                # Whole batches with the wrong offsets are not a torn write but a folder
-                # whose files and manifest disagree: refuse rather than guess.
-                if b.base_offset != expected:
-                    self.close()
-                    raise CorruptRecordError(f"batch at byte {pos} of segment {active.file} starts at offset "
-                                             f"{b.base_offset}, expected {expected}", log=self.name, offset=expected)
-                expected = b.next_offset
-                self._active_index.append((b.base_offset, pos, b.size))
-                pos += b.size
-                active.max_timestamp = max(active.max_timestamp, b.timestamp)
-            self._active_size = good
-            active.size = good
-            _write_manifest(self.directory, manifest)
+    def _open(self, cut_to: int | None) -> None:
+        """Open and check the folder; ``cut_to`` is a durable offset past which an offline
+        writer could not cut the active segment."""
+        # (base_offset, position, size) of every batch in the active segment: reads find
+        # their batches by bisection, going offline finds the durable end's byte position.
+        self._active_index: list[tuple[int, int, int]] = []
+        self._active_size = 0
+        self._index: dict[str, list[tuple[int, int, int]]] = {}
+        self._lock = _take_writer_lock(self.directory)
+        try:
+            with FileLock(os.path.join(self.directory, MANIFEST_LOCK)):
+                manifest, from_disk = self._manifest_to_open()
+                self._check_closed_segments(manifest)
+                self._remove_strays(manifest)
+                active = manifest.segments[-1]
+                path = os.path.join(self.directory, active.file)
+                try:
+                    self._fd = self._io.open(path, os.O_RDWR | os.O_APPEND | (0 if from_disk else os.O_CREAT))
+                except FileNotFoundError:
+                    raise CorruptRecordError(f"active segment {active.file} is in the manifest but not on disk",
+                                             log=self.name, offset=active.base_offset) from None
+                with open(path, "rb") as f:
+                    data = f.read()
+                end = self._index_active_segment(active, data)
+                if cut_to is not None:
+                    end = self._cut_to_durable(active, cut_to, end)
+                active.size = self._active_size
+                write_manifest(self.directory, manifest, self._io)
+        except BaseException:
+            self.close()
+            raise
         self.manifest = manifest
-        self.end_offset = batches[-1].next_offset if batches else active.base_offset
-        self.durable_offset = self.end_offset
+        self.end_offset = self.durable_offset = end
+
+    def _manifest_to_open(self) -> tuple[Manifest, bool]:
+        """The manifest, and whether it was read from disk (then every file it names must exist)."""
+        try:
+            manifest = read_manifest(self.directory)
+            problem = "manifest missing"
+        except (ValueError, KeyError, TypeError) as e:
+            manifest = None
+            problem = f"manifest unreadable ({e})"
+        if manifest is not None and manifest.segments:
+            return manifest, True
+        if manifest is None and any(SEGMENT_RE.match(n) or COMPACTED_RE.match(n) for n in os.listdir(self.directory)):
+            self.recovered.append(f"{problem}: rebuilt from the segment files")
+            manifest = rebuild_manifest(self.directory)
+        manifest = manifest or Manifest()
+        if not manifest.segments:
+            manifest.segments.append(SegmentInfo(segment_file_name(0), 0))
+        return manifest, False
+
+    def _check_closed_segments(self, manifest: Manifest) -> None:
+        """Every closed segment is there, of the size the manifest gives, starting where it
+        says, and the segments follow each other without a hole. (Their batches are checked
+        one by one, CRC and offsets, when they are first read.)"""
+        segments = manifest.segments
+        for seg, nxt in zip(segments, segments[1:]):
+            path = os.path.join(self.directory, seg.file)
+            if seg.end_offset != nxt.base_offset:
+                raise CorruptRecordError(f"segment {seg.file} ends at {seg.end_offset} but the next one, "
+                                         f"{nxt.file}, starts at {nxt.base_offset}", log=self.name,
+                                         offset=seg.end_offset)
+            try:
+                size = os.path.getsize(path)
+            except FileNotFoundError:
+                raise CorruptRecordError(f"segment {seg.file} is in the manifest but not on disk",
+                                         log=self.name, offset=seg.base_offset) from None
+            if size != seg.size:
+                raise CorruptRecordError(f"segment {seg.file} has {size} bytes but the manifest says {seg.size}",
+                                         log=self.name, offset=seg.base_offset)
+            if size:
+                with open(path, "rb") as f:
+                    header = f.read(HEADER_SIZE)
+                first = BATCH_HEADER.unpack(header)[2] if len(header) == HEADER_SIZE else None
+                compacted = COMPACTED_RE.match(seg.file) is not None
+                if first is None or not (seg.base_offset <= first < seg.end_offset if compacted
+                                         else first == seg.base_offset):
+                    raise CorruptRecordError(f"segment {seg.file} starts at offset {first} but the manifest says "
+                                             f"{seg.base_offset}", log=self.name, offset=seg.base_offset)
+
+    def _index_active_segment(self, active: SegmentInfo, data: bytes) -> int:
+        """Index the whole batches of the active segment, cutting a torn tail; returns the
+        end offset."""
+        batches, good = scan_batches(data, strict=False, name=active.file)
+        pos = 0
+        expected = active.base_offset
+        for b in batches:
+            # Whole batches with the wrong offsets are not a torn write but a folder
+            # whose files and manifest disagree: refuse rather than guess.
+            if b.base_offset != expected:
+                raise CorruptRecordError(f"batch at byte {pos} of segment {active.file} starts at offset "
+                                         f"{b.base_offset}, expected {expected}", log=self.name, offset=expected)
+            expected = b.next_offset
+            self._active_index.append((b.base_offset, pos, b.size))
+            pos += b.size
+            active.max_timestamp = max(active.max_timestamp, b.timestamp)
+        if good < len(data):
+            after = valid_batch_after(data, good, expected)
+            if after is not None:
+                raise CorruptRecordError(
+                    f"corrupt batch at byte {good} of segment {active.file}, followed by a valid batch at byte "
+                    f"{after}: this is damage, not a torn tail, and cutting it would lose acknowledged batches "
+                    f"(`shoal log verify` describes it)", log=self.name, offset=expected)
+            self.recovered.append(
+                f"{active.file}: cut a torn tail of {len(data) - good} bytes at byte {good} (offset {expected})")
+            self._io.truncate(self._fd, good)
+            self._io.fsync(self._fd)
+        self._active_size = good
+        return expected
+
+    def _cut_to_durable(self, active: SegmentInfo, cut_to: int, end: int) -> int:
+        if cut_to > end:
+            raise CorruptRecordError(f"the log ends at {end}, before its durable offset {cut_to}",
+                                     log=self.name, offset=end)
+        if cut_to == end:
+            return end
+        i = bisect.bisect_left(self._active_index, (cut_to,))
+        if i == len(self._active_index) or self._active_index[i][0] != cut_to:
+            raise CorruptRecordError(f"durable offset {cut_to} does not start a batch of {active.file}",
+                                     log=self.name, offset=cut_to)
+        pos = self._active_index[i][1]
+        self._io.truncate(self._fd, pos)
+        self._io.fsync(self._fd)
+        del self._active_index[i:]
+        self.recovered.append(f"{active.file}: cut {self._active_size - pos} bytes past the durable offset "
+                              f"{cut_to}, written before the log went offline")
+        self._active_size = pos
+        return cut_to
 
     def _remove_strays(self, manifest: Manifest) -> None:
         """Delete segment files the manifest no longer lists (left by a swap that crashed
-        before its cleanup) and temporary files, unless a compaction is running now."""
+        before its cleanup, or by a roll whose manifest update failed) and temporary files,
+        unless a compaction is running now."""
         try:
-            with _FileLock(os.path.join(self.directory, COMPACTION_LOCK), blocking=False):
+            with FileLock(os.path.join(self.directory, COMPACTION_LOCK), blocking=False):
                 live = {s.file for s in manifest.segments}
                 for name in os.listdir(self.directory):
-                    stray = (_SEGMENT_RE.match(name) or _COMPACTED_RE.match(name)) and name not in live
+                    stray = (SEGMENT_RE.match(name) or COMPACTED_RE.match(name)) and name not in live
                     if stray or name.endswith(".tmp"):
-                        os.unlink(os.path.join(self.directory, name))
+                        self._io.unlink(os.path.join(self.directory, name))
         except BlockingIOError:
             pass
+
+    def reopen(self) -> None:
+        """Read and check the folder again, as a new writer would, after making the cut that
+        going offline could not make. On failure the log stays offline."""
+        cut_to = self.durable_offset if self._cut_pending else None
+        self.close()
+        self.recovered = []
+        try:
+            self._open(cut_to)
+        except BaseException as e:
+            self._offline = self._offline or f"reopen failed: {e}"
+            raise
+        self._offline = None
+        self._cut_pending = False
 
     # ------------------------------------------------------------------ writing
 
@@ -376,42 +264,52 @@ class FileLog:
         return self.manifest.segments[-1]
 
     @property
-    def failed(self) -> bool:
-        """The writer could not cut back a failed write: it refuses to go on until reopened."""
-        return self._failed is not None
+    def offline(self) -> str | None:
+        """Why the log accepts nothing until it is reopened, or None."""
+        return self._offline
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    @property
+    def unsettled(self) -> bool:
+        """The log went offline and could not yet cut what was not durable off its file."""
+        return self._cut_pending
 
     @property
     def log_start_offset(self) -> int:
         return self.manifest.log_start_offset
 
-    def _raise_if_failed(self) -> None:
-        if self._failed:
-            raise LogWriteError(errno.EIO, f"log {self.name} failed earlier and must be reopened: {self._failed}")
+    def raise_if_offline(self) -> None:
+        if self._offline:
+            raise LogWriteError(errno.EIO, f"log {self.name} is offline until it is reopened: {self._offline}")
+        if self._fd < 0:
+            raise LogWriteError(errno.EBADF, f"log {self.name} is closed")
 
     def append(self, payload: bytes, count: int, timestamp: int, *, attributes: int = 0,
                producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
                base_sequence: int = NO_SEQUENCE) -> int:
         """Write one batch (not yet flushed) and return its base offset. On failure the
-        partial bytes are cut off and the log is as before."""
-        self._raise_if_failed()
+        partial bytes are cut off and the log is as before, or, if they cannot be, the log
+        goes offline."""
+        self.raise_if_offline()
         if count <= 0:
             raise ValueError("a batch holds at least one record")
         base = self.end_offset
         data = encode_batch(base, payload, count, timestamp, attributes, producer_id, producer_epoch, base_sequence)
         if self._active_size > 0 and self._active_size + len(data) > self.config.segment_bytes:
-            try:
-                self.roll()
-            except LogWriteError:
-                raise
-            except OSError as e:
-                raise LogWriteError(e.errno or errno.EIO, f"roll of {self.name} failed: {e}") from e
+            self.roll()
         pos = self._active_size
         try:
             written = 0
             while written < len(data):
                 written += self._io.write(self._fd, data[written:])
         except OSError as e:
-            self._cut_back(pos, e)
+            try:
+                self._io.truncate(self._fd, pos)
+            except OSError as cut:
+                self._go_offline(f"could not cut a failed append back to byte {pos}: {cut} (after {e})")
             raise LogWriteError(e.errno or errno.EIO, f"append to {self.name} failed: {e}") from e
         self._active_index.append((base, pos, len(data)))
         self._active_size += len(data)
@@ -422,72 +320,74 @@ class FileLog:
         return base
 
     def flush(self) -> None:
-        """Make everything appended durable (fsync, per the flush policy)."""
-        self._raise_if_failed()
+        """Make everything appended durable (fsync, per the flush policy). A failure takes
+        the log offline and fails every append since the last flush."""
+        self.raise_if_offline()
         if self.durable_offset == self.end_offset:
             return
         if self.config.fsync:
             try:
                 self._io.fsync(self._fd)
             except OSError as e:
-                # After a failed fsync the page cache cannot be trusted: drop what was
-                # not durable so that nothing unacknowledged is read back later.
-                self.truncate_to(self.durable_offset)
+                # After a failed fsync the page cache cannot be trusted (the kernel may
+                # have dropped the pages): nothing past the durable offset is kept.
+                self._go_offline(f"flush failed: {e}")
                 raise LogWriteError(e.errno or errno.EIO, f"flush of {self.name} failed: {e}") from e
         self.durable_offset = self.end_offset
 
-    def truncate_to(self, offset: int) -> None:
-        """Drop every batch at or after ``offset`` (which must start a batch in the active
-        segment). Used to take back appends that never became durable."""
-        if offset >= self.end_offset:
-            return
-        idx = self._active_index
-        i = bisect.bisect_left(idx, (offset,))
-        if i == len(idx) or idx[i][0] != offset:
-            raise ValueError(f"offset {offset} does not start a batch in the active segment of {self.name}")
-        self._cut_back(idx[i][1], None)
-        del idx[i:]
-        self.end_offset = offset
-        self.durable_offset = min(self.durable_offset, offset)
-
-    def _cut_back(self, pos: int, cause: OSError | None) -> None:
+    def _go_offline(self, reason: str) -> None:
+        """Refuse everything until reopened; forget, and try to cut off the file, every
+        byte past the durable offset."""
+        self._offline = reason
+        i = bisect.bisect_left(self._active_index, (self.durable_offset,))
+        pos = self._active_index[i][1] if i < len(self._active_index) else self._active_size
+        del self._active_index[i:]
+        self._active_size = pos
+        self.end_offset = self.durable_offset
         try:
-            self._io.truncate(self._fd, pos)
-            self._active_size = pos
-            self.active_segment.size = pos
-        except OSError as e:
-            self._failed = f"could not cut back to byte {pos}: {e} (after {cause})"
-            raise LogWriteError(e.errno or errno.EIO, self._failed) from e
+            if os.fstat(self._fd).st_size != pos:
+                self._cut_pending = True
+                self._io.truncate(self._fd, pos)
+                self._io.fsync(self._fd)
+            self._cut_pending = False
+        except OSError:
+            self._cut_pending = True
 
     def roll(self) -> None:
-        """Close the active segment and start a new one at ``end_offset``."""
-        self._raise_if_failed()
-        # A closed segment is never written again: make it whole on disk whatever the policy.
+        """Close the active segment and start a new one at ``end_offset``. Any failure
+        takes the log offline: the manifest on disk may or may not have changed."""
+        self.raise_if_offline()
         self.flush()
-        os.fsync(self._fd)
-        new = SegmentInfo(segment_file_name(self.end_offset), self.end_offset)
-        fd = os.open(os.path.join(self.directory, new.file), os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        closing = self.active_segment
-        closing.end_offset = self.end_offset
-
-        def add(m: Manifest) -> None:
-            m.segments[-1] = closing
-            m.segments.append(new)
-
+        fd = -1
         try:
-            self.manifest = update_manifest(self.directory, add)
-        except BaseException:
-            closing.end_offset = None
-            os.close(fd)
-            raise
+            if not self.config.fsync:
+                # A closed segment is never written again: make it whole on disk whatever the policy.
+                self._io.fsync(self._fd)
+            new = SegmentInfo(segment_file_name(self.end_offset), self.end_offset)
+            fd = self._io.open(os.path.join(self.directory, new.file), os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND)
+            closed = dataclasses.replace(self.active_segment, end_offset=self.end_offset)
+
+            def add(m: Manifest) -> None:
+                m.segments[-1] = closed
+                m.segments.append(new)
+
+            manifest = update_manifest(self.directory, add, self._io)
+        except Exception as e:
+            if fd >= 0:
+                os.close(fd)
+            self._go_offline(f"roll failed: {e}")
+            raise LogWriteError(getattr(e, "errno", None) or errno.EIO, f"roll of {self.name} failed: {e}") from e
         os.close(self._fd)
         self._fd = fd
+        self.manifest = manifest
         self._active_index = []
         self._active_size = 0
 
     def delete_segments(self, files: list[str]) -> None:
         """Retention: delete closed segments at the head of the log; the log start offset
         moves to the first remaining segment."""
+        self.raise_if_offline()
+
         def drop(m: Manifest) -> None:
             # Checked against the manifest on disk: a compaction may have swapped segments.
             head = m.segments[:len(files)]
@@ -497,19 +397,27 @@ class FileLog:
             m.log_start_offset = max(m.log_start_offset, m.segments[0].base_offset)
 
         active = self.active_segment
-        self.manifest = update_manifest(self.directory, drop)
+        try:
+            manifest = update_manifest(self.directory, drop, self._io)
+        except OSError as e:
+            self._go_offline(f"manifest update of a retention failed: {e}")
+            raise LogWriteError(e.errno or errno.EIO, f"retention of {self.name} failed: {e}") from e
+        self.manifest = manifest
         self.manifest.segments[-1] = active  # the writer's own record of its active segment
         for f in files:
             self._index.pop(f, None)
             try:
-                os.unlink(os.path.join(self.directory, f))
-            except FileNotFoundError:
-                pass
+                self._io.unlink(os.path.join(self.directory, f))
+            except OSError:
+                pass  # no longer listed: the next open removes it
 
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     # ------------------------------------------------------------------ reading
 
@@ -541,6 +449,7 @@ class FileLog:
         if cached is None:
             with open(os.path.join(self.directory, seg.file), "rb") as f:
                 batches, _ = scan_batches(f.read(), strict=True, name=seg.file, base_offset=seg.base_offset)
+            check_segment_batches(batches, seg, self.name)
             pos = 0
             cached = []
             for b in batches:
@@ -583,13 +492,6 @@ class FileLog:
         return out
 
 
-def update_manifest(directory: str, change) -> Manifest:
-    """Read-modify-write the manifest under its lock. Returns the new manifest."""
-    with _FileLock(os.path.join(directory, MANIFEST_LOCK)):
-        manifest = read_manifest(directory) or rebuild_manifest(directory)
-        change(manifest)
-        _write_manifest(directory, manifest)
-        return manifest
 
 
 def read_batches(directory: str, from_offset: int = 0, upto: int | None = None, max_bytes: int | None = None,
@@ -613,7 +515,7 @@ def read_batches(directory: str, from_offset: int = 0, upto: int | None = None, 
 def _open_snapshot(directory: str, from_offset: int, upto: int | None,
                    writer: FileLog | None) -> list[tuple[SegmentInfo, object, bool]]:
     """(segment, open file, is active) for the segments holding [from_offset, upto)."""
-    with _FileLock(os.path.join(directory, MANIFEST_LOCK)):
+    with FileLock(os.path.join(directory, MANIFEST_LOCK)):
         manifest = read_manifest(directory) or rebuild_manifest(directory)
         if writer is not None:
             # The writer knows its active segment best; the closed ones come from the disk.
@@ -648,6 +550,8 @@ def _read_segments(files: list, from_offset: int, upto: int | None, max_bytes: i
     first = True
     for seg, f, is_active in files:
         batches, _ = scan_batches(f.read(), strict=not is_active, name=seg.file, base_offset=seg.base_offset)
+        if not is_active:
+            check_segment_batches(batches, seg, seg.file)
         for b in batches:
             if b.last_offset < from_offset:
                 continue
@@ -665,10 +569,10 @@ class CompactionInProgress(Exception):
     """Another compaction holds this log."""
 
 
-def compaction_lock(directory: str) -> _FileLock:
+def compaction_lock(directory: str) -> FileLock:
     """Held for the whole of a compaction; a second one gets CompactionInProgress."""
 
-    class _Held(_FileLock):
+    class _Held(FileLock):
         def __enter__(self):
             try:
                 return super().__enter__()
@@ -683,7 +587,7 @@ def encode_compacted_payload(offset_deltas: list[int], entries: list) -> bytes:
     return msgpack.packb([offset_deltas, entries], use_bin_type=True)
 
 
-def swap_segments(directory: str, replaced: list[str], replacement: list[SegmentInfo]) -> Manifest:
+def swap_segments(directory: str, replaced: list[str], replacement: list[SegmentInfo], io: OsIO = OS_IO) -> Manifest:
     """Atomically replace a run of closed segments by compacted ones that cover the same
     offsets (their files already written and fsynced under their final names). The
     writer's active segment is never touched."""
@@ -701,11 +605,11 @@ def swap_segments(directory: str, replaced: list[str], replacement: list[Segment
             raise ValueError("the replacement must cover the same offsets")
         m.segments[i:i + len(replaced)] = replacement
 
-    manifest = update_manifest(directory, change)
+    manifest = update_manifest(directory, change, io)
     for f in replaced:
         if f not in {s.file for s in replacement}:
             try:
-                os.unlink(os.path.join(directory, f))
-            except FileNotFoundError:
-                pass
+                io.unlink(os.path.join(directory, f))
+            except OSError:
+                pass  # no longer listed: the writer's next open removes it
     return manifest

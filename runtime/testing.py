@@ -7,6 +7,7 @@ order, and the same state after a reload.
 from __future__ import annotations
 
 import errno
+import os
 from typing import Any, Callable
 
 from .codec import Record
@@ -16,16 +17,35 @@ from .timer import ManualClock
 
 
 class FaultyIO(OsIO):
-    """A disk that fills up: after ``fail_after_bytes`` more bytes a write stores what fits
-    and then fails with ENOSPC; ``fail_fsync`` makes fsync fail; ``fail_truncate`` makes
-    cutting back fail too."""
+    """A disk that fails. After ``fail_after_bytes`` more bytes a write stores what fits and
+    then fails with ENOSPC; ``fail_fsync`` and ``fail_truncate`` make every fsync or
+    truncate fail; ``fail_ops`` names operations (open, write, fsync, truncate, replace,
+    unlink, fsync_dir) that fail every time; ``fail_nth = n`` fails the n-th operation
+    from now (0: the next one), once. ``ops`` records every operation made."""
 
     def __init__(self) -> None:
         self.fail_after_bytes: int | None = None
         self.fail_fsync = False
         self.fail_truncate = False
+        self.fail_ops: set[str] = set()
+        self.fail_nth: int | None = None
+        self.ops: list[str] = []
+
+    def _check(self, op: str) -> None:
+        self.ops.append(op)
+        fail = op in self.fail_ops
+        if self.fail_nth is not None:
+            fail = fail or self.fail_nth == 0
+            self.fail_nth = None if self.fail_nth == 0 else self.fail_nth - 1
+        if fail:
+            raise OSError(errno.EIO, f"Input/output error ({op})")
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        self._check("open")
+        return super().open(path, flags, mode)
 
     def write(self, fd: int, data: bytes) -> int:
+        self._check("write")
         if self.fail_after_bytes is not None:
             room = self.fail_after_bytes
             if room < len(data):
@@ -39,12 +59,30 @@ class FaultyIO(OsIO):
     def fsync(self, fd: int) -> None:
         if self.fail_fsync:
             raise OSError(errno.EIO, "Input/output error")
+        self._check("fsync")
         super().fsync(fd)
 
     def truncate(self, fd: int, size: int) -> None:
         if self.fail_truncate:
             raise OSError(errno.EIO, "Input/output error")
+        self._check("truncate")
         super().truncate(fd, size)
+
+    def replace(self, src: str, dst: str) -> None:
+        self._check("replace")
+        super().replace(src, dst)
+
+    def unlink(self, path: str) -> None:
+        self._check("unlink")
+        super().unlink(path)
+
+    def fsync_dir(self, path: str) -> None:
+        self._check("fsync_dir")
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            super().fsync(fd)
+        finally:
+            os.close(fd)
 
 
 class ShardHarness:

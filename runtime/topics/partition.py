@@ -6,13 +6,15 @@ is acknowledged, only once the flush policy has made it durable. Group commit (m
 appends, one flush) is the owner's choice of when to call `flush`.
 
 The producer state (idempotence, ongoing and aborted transactions) is rebuilt from the
-batches' headers when the log opens. It follows the appended log, not the durable one: a
-failed flush cuts the log back, so the state is rebuilt then too.
+batches' headers when the log opens. It follows the appended log, not the durable one. A
+failed flush or roll takes the log offline (runtime.log), which cuts it back to its durable
+offset and refuses every append until the owner calls `reopen`; that reads the log again and
+rebuilds the producer state from what is really there.
 """
 from __future__ import annotations
 
 from ..errors import Errors, KafkaError
-from ..log import ATTR_CONTROL, ATTR_TRANSACTIONAL, FileLog, LogConfig, LogWriteError, OsIO
+from ..log import ATTR_CONTROL, ATTR_TRANSACTIONAL, FileLog, LogConfig, OsIO
 from ..messages.topics import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, READ_COMMITTED,
                                AbortedTransaction, FetchedBatch, FetchResponse, ListOffsetsResponse, ProduceRequest)
 from .data import decode_entries, encode_control, validate_payload
@@ -74,6 +76,8 @@ class PartitionLog:
         """Validate and append one produced batch; durable only after `flush`. Returns its
         base offset; a retried batch of an idempotent producer that is already in the log is
         not appended again and gets its original base offset."""
+        # First: the producer state of an offline log may hold batches that were cut off.
+        self.log.raise_if_offline()
         limit = int(self.configs["max.message.bytes"])
         if len(request.records) > limit:
             raise KafkaError(Errors.MESSAGE_TOO_LARGE,
@@ -98,6 +102,7 @@ class PartitionLog:
         """Append a transaction's commit or abort marker; durable only after `flush`.
         Raises INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch and
         TRANSACTION_COORDINATOR_FENCED for one from an older coordinator."""
+        self.log.raise_if_offline()
         self.producers.validate_control_marker(producer_id, producer_epoch, coordinator_epoch)
         offset = self.log.append(encode_control(commit, coordinator_epoch, now_ms), 1, now_ms,
                                  attributes=ATTR_CONTROL | ATTR_TRANSACTIONAL, producer_id=producer_id,
@@ -106,12 +111,21 @@ class PartitionLog:
         return offset
 
     def flush(self) -> None:
-        try:
-            self.log.flush()
-        except LogWriteError:
-            # The log was cut back to its durable end: forget the batches that went with it.
-            self.producers = self._load_producers()
-            raise
+        self.log.flush()
+
+    @property
+    def offline(self) -> str | None:
+        return self.log.offline
+
+    @property
+    def unsettled(self) -> bool:
+        return self.log.unsettled
+
+    def reopen(self) -> None:
+        """Bring an offline log back: read and check it again, and rebuild the producer
+        state from the batches that are really there."""
+        self.log.reopen()
+        self.producers = self._load_producers()
 
     # ------------------------------------------------------------------ fetch
 

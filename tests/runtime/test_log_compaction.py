@@ -5,10 +5,12 @@ import msgpack
 import pytest
 
 from runtime.codec import unpack
-from runtime.coordinator import CoordinatorRuntime
+from runtime.coordinator import CoordinatorContext, CoordinatorRuntime, replay_batch
 from runtime.log import (ATTR_COMPACTED, MANIFEST, CompactionInProgress, FileLog, LogConfig, SegmentInfo,
                          compacted_file_name, compaction_lock, encode_batch, encode_compacted_payload,
                          read_batches, read_manifest, swap_segments)
+
+from runtime.timer import CoordinatorTimer
 
 from .kv_shard import KvShard
 from .logutil import append_kv, file_bytes
@@ -45,11 +47,11 @@ def kv_log(tmp_path, segments: int) -> FileLog:
 
 
 def load_state(directory: str):
-    runtime = CoordinatorRuntime("__kv-0", 0, KvShard, lambda: FileLog(directory, LogConfig(segment_bytes=300)))
-    runtime.load_all(0)
-    state = (runtime.shard.data, runtime.shard.offsets)
-    runtime.close()
-    return state
+    """Replay the folder as a reader does (the writer may be live: a reader takes no lock)."""
+    shard = KvShard(CoordinatorContext("__kv-0", 0, CoordinatorTimer()))
+    for batch in read_batches(directory):
+        replay_batch(shard.replay, batch, "__kv-0")
+    return shard.data, shard.offsets
 
 
 def test_swap_while_the_writer_appends(tmp_path):
@@ -194,6 +196,7 @@ def test_a_paused_load_is_not_disturbed_by_a_swap(tmp_path):
     directory = log.directory
     full = load_state(directory)
     closed = log.manifest.segments[:-1]
+    log.close()
     runtime = CoordinatorRuntime("__kv-0", 0, KvShard, lambda: FileLog(directory, LogConfig(segment_bytes=300)))
     steps = runtime.load(0, progress_every=1)
     next(steps)
@@ -203,6 +206,5 @@ def test_a_paused_load_is_not_disturbed_by_a_swap(tmp_path):
     # The load read the snapshot it started from: every record once, in order.
     assert (runtime.shard.data, runtime.shard.offsets) == full
     runtime.close()
-    log.close()
     data, offsets = load_state(directory)
     assert data == full[0] and len(offsets) < len(full[1])

@@ -1,12 +1,16 @@
 """Random runs of appends, flushes, rolls and crashes that tear the unflushed tail: after
 every reopen the log holds exactly its whole batches, and nothing flushed is ever lost."""
+import contextlib
 import os
 import tempfile
+
+import pytest
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.log import FileLog, LogConfig
+from runtime.log import FileLog, LogConfig, LogWriteError
+from runtime.testing import FaultyIO
 
 from .logutil import append_kv, values
 
@@ -14,7 +18,7 @@ steps = st.lists(st.one_of(
     st.tuples(st.just("append"), st.integers(1, 5)),
     st.tuples(st.just("flush")),
     st.tuples(st.just("crash"), st.integers(0, 200)),  # the last n unflushed bytes are lost
-    st.tuples(st.just("truncate")),  # take back what is not flushed
+    st.tuples(st.just("fail")),  # a failed fsync takes the log offline; it is reopened
 ), max_size=40)
 
 
@@ -22,8 +26,9 @@ steps = st.lists(st.one_of(
 @given(steps)
 def test_the_log_always_holds_its_whole_batches(run):
     with tempfile.TemporaryDirectory() as tmp:
-        config = LogConfig(segment_bytes=250, fsync=False)
-        log = FileLog(tmp, config)
+        config = LogConfig(segment_bytes=250, fsync=True)
+        io = FaultyIO()
+        log = FileLog(tmp, config, io=io)
         unflushed: list[tuple[int, int, int]] = []  # (base offset, start byte, end byte) in the active segment
         for step in run:
             if step[0] == "append":
@@ -35,8 +40,12 @@ def test_the_log_always_holds_its_whole_batches(run):
             elif step[0] == "flush":
                 log.flush()
                 unflushed = []
-            elif step[0] == "truncate":
-                log.truncate_to(log.durable_offset)
+            elif step[0] == "fail":
+                io.fail_fsync = True
+                with pytest.raises(LogWriteError) if unflushed else contextlib.nullcontext():
+                    log.flush()
+                io.fail_fsync = False
+                log.reopen()
                 unflushed = []
             else:
                 path = os.path.join(tmp, log.active_segment.file)
@@ -47,7 +56,7 @@ def test_the_log_always_holds_its_whole_batches(run):
                 log.close()
                 with open(path, "r+b") as f:
                     f.truncate(size)
-                log = FileLog(tmp, config)
+                log = FileLog(tmp, config, io=io)
                 assert (log.end_offset, log.durable_offset) == (expected_end, expected_end)
                 # A repair is reported exactly when the cut fell inside a batch.
                 boundaries = {durable_size} | {end for _, _, end in unflushed}

@@ -300,7 +300,7 @@ def test_an_empty_log_loads_at_once_and_unloading_tells_the_shard(tmp_path):
     shard = rt.shard
     assert shard.loaded_at == 3 and not shard.unloaded
     rt.close()
-    assert shard.unloaded and rt.log is None
+    assert shard.unloaded and rt.log.closed
 
 
 def test_runtime_config_from_kafka_names():

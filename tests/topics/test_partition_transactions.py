@@ -132,7 +132,14 @@ def test_a_failed_flush_forgets_the_producer_state_of_the_lost_batches(tmp_path)
     plog.append(request([b"b"], pid=1, epoch=0, seq=1), 0)
     with pytest.raises(LogWriteError):
         plog.flush()
+    assert plog.offline
+    with pytest.raises(LogWriteError):
+        plog.append(request([b"c"], pid=1, epoch=0, seq=1), 0)
+    io.fail = False
+    plog.reopen()
     assert plog.producers.producers[1].last_seq == 0
+    # The producer's retry of the lost batch is appended, not taken for a duplicate.
+    assert plog.append(request([b"b"], pid=1, epoch=0, seq=1), 0) == 1
     plog.close()
 
 
