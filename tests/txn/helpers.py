@@ -47,9 +47,10 @@ def add(h, tid, pid, epoch, partitions):
     return h.call(lambda s, now: s.add_partitions_to_txn(add_request(tid, pid, epoch, partitions), now))
 
 
-def end(h, tid, pid, epoch, commit=True):
-    """Send EndTxn; returns its PendingWrite (done at once for an error or a retry)."""
-    return h.write(lambda s, now: s.end_txn(EndTxnRequest(tid, pid, epoch, commit), now))
+def end(h, tid, pid, epoch, commit=True, version=2):
+    """Send EndTxn of transaction version `version`; returns its PendingWrite (done at once
+    for an error or a retry)."""
+    return h.write(lambda s, now: s.end_txn(EndTxnRequest(tid, pid, epoch, commit, version), now))
 
 
 def finish_markers(h):
