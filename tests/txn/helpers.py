@@ -80,10 +80,13 @@ class Partition:
         self.state = ProducerStateManager()
         self.now = 0
 
-    def produce(self, pid: int, epoch: int, seq: int, count: int = 1, txn: bool = False):
-        """Returns (first offset, last offset) acknowledged to the producer."""
+    def produce(self, pid: int, epoch: int, seq: int, count: int = 1, txn: bool = False, version: int = 1):
+        """Returns (first offset, last offset) acknowledged to the producer. A transactional
+        batch that needs it is verified first, as by a coordinator that has the partition in
+        the producer's transaction."""
         self.now += 1
-        checked = self.state.validate_append(pid, epoch, seq, count, txn, self.log.end_offset, self.now)
+        guard = self.state.verification_guard(pid, epoch, seq, version >= 2) if txn else None
+        checked = self.state.validate_append(pid, epoch, seq, count, txn, self.log.end_offset, self.now, guard)
         if isinstance(checked, DuplicateBatch):
             return tuple(checked)
         payload = encode_records([(self.now, None, b"v%d" % i, ()) for i in range(count)])
@@ -93,9 +96,9 @@ class Partition:
         self.state.apply(checked)
         return base, base + count - 1
 
-    def marker(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int = 0):
+    def marker(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int = 0, version: int = 1):
         self.now += 1
-        self.state.validate_control_marker(pid, epoch, coordinator_epoch)
+        self.state.validate_control_marker(pid, epoch, coordinator_epoch, version)
         offset = self.log.append(encode_control(commit, coordinator_epoch, self.now), 1, self.now,
                                  attributes=ATTR_CONTROL | ATTR_TRANSACTIONAL, producer_id=pid, producer_epoch=epoch)
         self.log.flush()
