@@ -209,11 +209,12 @@ class TransactionCoordinatorShard:
 
     @staticmethod
     def _expected_producer(request: InitProducerIdRequest) -> tuple[int, int] | None:
-        none_given = request.producer_id == NO_PRODUCER_ID and request.producer_epoch == NO_PRODUCER_EPOCH
-        both_given = request.producer_id >= 0 and request.producer_epoch >= 0
-        raise_if(not (none_given or both_given), Errors.INVALID_REQUEST,
-                 "producer id and epoch must be given together")
-        return None if none_given else (request.producer_id, request.producer_epoch)
+        """Kafka refuses a request that gives only one of the producer id and epoch (the other
+        being -1); any other pair, negative or not, is the producer's current one, and a pair
+        the coordinator does not know is fenced like any other."""
+        no_id, no_epoch = request.producer_id == NO_PRODUCER_ID, request.producer_epoch == NO_PRODUCER_EPOCH
+        raise_if(no_id != no_epoch, Errors.INVALID_REQUEST, "producer id and epoch must be given together")
+        return None if no_id else (request.producer_id, request.producer_epoch)
 
     @staticmethod
     def _raise_if_fenced_on_init(txn: TransactionMetadata, expected: tuple[int, int] | None) -> None:

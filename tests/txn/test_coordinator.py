@@ -99,8 +99,20 @@ def test_init_rejects_bad_requests(tmp_path):
     raises(Errors.INVALID_TRANSACTION_TIMEOUT, lambda: init(h, timeout_ms=0))
     raises(Errors.INVALID_REQUEST, lambda: init(h, tid=""))
     raises(Errors.INVALID_REQUEST, lambda: init(h, producer_id=3))
+    raises(Errors.INVALID_REQUEST, lambda: init(h, producer_epoch=0))
+    raises(Errors.INVALID_REQUEST, lambda: init(h, producer_id=-5))  # a producer id without an epoch
     assert h.shard.transactions == {}
     assert init(h, timeout_ms=10000).producer_epoch == 0
+
+
+def test_init_refuses_a_negative_producer_id_only_where_kafka_does(tmp_path):
+    # KafkaApis refuses only a pair with exactly one of them -1; any other pair is the
+    # producer's own, and one the coordinator does not know is fenced.
+    h = harness(tmp_path)
+    assert init(h, producer_id=-5, producer_epoch=0) == InitProducerIdResponse(producer_id=0, producer_epoch=0)
+    raises(Errors.PRODUCER_FENCED, lambda: init(h, producer_id=-5, producer_epoch=0))
+    raises(Errors.INVALID_REQUEST, lambda: init(h, producer_id=-1, producer_epoch=0))
+    assert txn(h).producer_epoch == 0
 
 
 def test_default_max_timeout_is_fifteen_minutes(tmp_path):

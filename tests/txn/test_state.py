@@ -5,7 +5,9 @@ import itertools
 
 import pytest
 
+from runtime.codec import encode_records, record_type, unpack
 from runtime.errors import Errors, KafkaError
+from runtime.txn.records import transaction_log_record
 from runtime.txn.state import (MAX_EPOCH, VALID_PREVIOUS_STATES, TransactionMetadata, TransactionState,
                                is_epoch_exhausted)
 
@@ -119,3 +121,8 @@ def test_record_round_trip():
     assert TransactionMetadata.from_value("tx", value) == m
     v2 = TransactionMetadata("tx", 7, 3, 32767, 32766, 60000, S.PREPARE_ABORT, frozenset(), 10, 20, 8, 2)
     assert TransactionMetadata.from_value("tx", v2.to_value()) == v2
+    # A record written before client_transaction_version existed reads as version 0.
+    _, _, key, fields = unpack(encode_records([transaction_log_record("tx", value)]))[0]
+    older = record_type(30).decode(key, fields[:-1])
+    assert older.value.client_transaction_version == 0 and not TransactionMetadata.from_value(
+        "tx", older.value).supports_epoch_bump
