@@ -8,6 +8,8 @@ DEFAULTS: dict = {
     "offsets.topic.num.partitions": 1,
     "share.coordinator.state.topic.num.partitions": 1,
     "transaction.state.log.num.partitions": 1,
+    # The transaction.version cluster feature: 2 (KIP-890 part 2, Kafka 4.x) or 1.
+    "transaction.version": 2,
     # The runtime's write path.
     "append.linger.ms": 5,
     "log.flush.fsync": True,

@@ -12,6 +12,12 @@ KAFKA_STORAGE_ERROR, once the log has cut it off its file (until then its answer
 that no produce answered with an error is found later), and requests get
 KAFKA_STORAGE_ERROR until the log has been reopened and checked. The leader reopens it at
 once and then every OPEN_RETRY_S, as it retries a log that failed to open.
+
+A transactional batch that opens its producer's transaction on this partition is first
+verified with the transaction coordinator (a verify-only AddPartitionsToTxn, KIP-890 part 1,
+Kafka's AddPartitionsToTxnManager), so that a batch the coordinator does not know about
+cannot open a hanging transaction. The later batches of that transaction continue it and
+make no call; batches verifying at the same time share one call.
 """
 from __future__ import annotations
 
@@ -21,13 +27,20 @@ import os
 import shutil
 import time
 
+import ray
+
 from runtime.errors import Errors, KafkaError
+from runtime.hashing import partition_for
 from runtime.log import LogWriteError
 from runtime.messages.topics import (FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
                                      ProduceRequest, ProduceResponse)
-from runtime.messages.txn import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+from runtime.messages.txn import (AddPartitionsToTxnRequest, AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+                                  WriteTxnMarkersRequest, WriteTxnMarkersResponse)
 from runtime.topics.partition import PartitionLog
 
+from . import naming
+from .errors import to_kafka_error
+from .retry import ActorDirectory
 from .shard_host import _truthy, now_ms
 
 log = logging.getLogger(__name__)
@@ -58,6 +71,9 @@ class PartitionLeaderActor:
         self._appended = asyncio.Event()  # set when a batch is appended
         self._retention_task = None
         self._recovery: asyncio.Task | None = None
+        # Producer id -> (verification guard, its coordinator call): at most one per producer.
+        self._verifications: dict[int, tuple[object, asyncio.Future]] = {}
+        self._actors: ActorDirectory | None = None
 
     def _ensure_open(self) -> PartitionLog:
         """The log, opened (or reopened after it went offline) if need be; raises
@@ -134,7 +150,8 @@ class PartitionLeaderActor:
         while True:
             try:
                 plog = self._ensure_open()
-                base = plog.append(request, now_ms())
+                guard = await self._verified(plog, request)
+                base = plog.append(request, now_ms(), guard)
                 break
             except KafkaError as e:
                 # Ray may start an idempotent producer's calls out of order: a batch that
@@ -160,6 +177,55 @@ class PartitionLeaderActor:
             return ProduceResponse(self.topic, self.partition, Errors.KAFKA_STORAGE_ERROR.code, error_message=error)
         return ProduceResponse(self.topic, self.partition, 0, base, -1, plog.log_start_offset)
 
+    async def _verified(self, plog: PartitionLog, request: ProduceRequest) -> object | None:
+        """The guard of a successful verification for a batch that needs one (None if it does
+        not); raises the KafkaError the producer is answered with otherwise."""
+        guard = plog.verification_guard(request)
+        if guard is None:
+            self._verifications.pop(request.producer_id, None)
+            return None
+        known = self._verifications.get(request.producer_id)
+        failed = known is not None and known[1].done() and (known[1].cancelled() or known[1].exception() is not None)
+        if known is None or known[0] is not guard or failed:
+            known = (guard, asyncio.ensure_future(self._verify(request)))
+            self._verifications[request.producer_id] = known
+        await asyncio.shield(known[1])
+        return guard
+
+    async def _verify(self, request: ProduceRequest) -> None:
+        """Ask the producer's transaction coordinator whether this partition is in its
+        transaction, with Kafka's mapping of the answer for the producer: PRODUCER_FENCED
+        becomes INVALID_PRODUCER_EPOCH, and TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE
+        for a client older than transaction version 2."""
+        if not request.transactional_id:
+            raise KafkaError(Errors.INVALID_REQUEST, "a transactional batch needs its transactional id")
+        if self._actors is None:
+            self._actors = ActorDirectory(self._config.get(naming.NAMESPACE_KEY) or ray.get_runtime_context().namespace)
+        name = naming.transaction_coordinator(partition_for(
+            request.transactional_id, int(self._config.get("transaction.state.log.num.partitions", 50))))
+        ask = AddPartitionsToTxnRequest((AddPartitionsToTxnTransaction(
+            request.transactional_id, request.producer_id, request.producer_epoch, True,
+            (AddPartitionsToTxnTopic(self.topic, (self.partition,)),)),))
+        try:
+            response = await asyncio.wait_for(self._actors.get(name).add_partitions_to_txn.remote(ask),
+                                              int(self._config.get("request.timeout.ms", 30000)) / 1000)
+        except KafkaError:
+            raise
+        except Exception as e:
+            self._actors.forget(name)
+            why = "timed out" if isinstance(e, asyncio.TimeoutError) else to_kafka_error(e).message
+            raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"verifying with {name}: {why}") from None
+        codes = [p.partition_error_code for r in response.results_by_transaction for t in r.topic_results
+                 for p in t.results_by_partition]
+        error = Errors.for_code(response.error_code or next((c for c in codes if c), 0))
+        if error is Errors.PRODUCER_FENCED:
+            error = Errors.INVALID_PRODUCER_EPOCH
+        elif error is Errors.TRANSACTION_ABORTABLE and request.transaction_version < 2:
+            error = Errors.INVALID_TXN_STATE
+        if error is not Errors.NONE:
+            raise KafkaError(error, f"{self.topic}-{self.partition} is not in the transaction of "
+                                    f"{request.transactional_id}: {error.name}")
+
     async def _durable(self) -> str | None:
         """Wait for the flush of everything appended so far; the error if it failed."""
         future = asyncio.get_running_loop().create_future()
@@ -184,7 +250,7 @@ class PartitionLeaderActor:
                         try:
                             self._ensure_open().append_control_marker(
                                 marker.producer_id, marker.producer_epoch, marker.transaction_result,
-                                marker.coordinator_epoch, now_ms())
+                                marker.coordinator_epoch, now_ms(), marker.transaction_version)
                             appended = True
                         except KafkaError as e:
                             code = e.code

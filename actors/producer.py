@@ -299,8 +299,10 @@ class Producer:
         ready = []
         for tp, queue in self._queued.items():
             # A leader accepts any first sequence from a producer it does not know, so until
-            # the first batch is in, a later one (Ray may deliver it first) must not go.
-            limit = self._max_in_flight if self._txn is None or tp in self._sequence_started else 1
+            # the first batch is in, a later one (Ray may deliver it first) must not go. Not
+            # so under transaction version 2: there a transaction starts at sequence 0.
+            limit = (self._max_in_flight if self._txn is None or tp in self._sequence_started
+                     or self._txn.starts_at_sequence_zero else 1)
             room = limit - in_flight.get(tp, 0)
             # In order: a batch waiting for its retry holds back the ones behind it.
             while queue and room > 0 and queue[0].retry_at <= now:
@@ -357,7 +359,8 @@ class Producer:
                                  transactional_id=self._txn.transactional_id if self._txn else None,
                                  producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
                                  base_sequence=-1 if batch.base_sequence is None else batch.base_sequence,
-                                 is_transactional=bool(self._txn and self._txn.transactional))
+                                 is_transactional=bool(self._txn and self._txn.transactional),
+                                 transaction_version=self._txn.transaction_version if self._txn else 2)
         batch.overtaking = self._earlier_batch_unacknowledged(batch)
         try:
             leader = self._cluster.partition_leader(batch.topic, batch.partition)

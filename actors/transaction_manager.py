@@ -5,6 +5,12 @@ client's transaction state. The states and their legal moves are one table, chec
 `_transition`. The user's thread calls `init_transactions`, `begin_transaction` and the end
 of a transaction; the sender thread calls `producer_id_and_epoch`, `add_partitions` and
 `batch_failed`. One lock guards the state; no Ray call is made while it is held.
+
+It speaks transaction version 2 (KIP-890 part 2) when the cluster's `transaction.version`
+is 2, as Kafka's producer does when the brokers' finalized feature says so: EndTxn bumps the
+epoch and answers with the producer id and epoch to go on with, so every transaction starts
+its sequences again at 0. Unlike Kafka's version 2 producer, it still adds each partition to
+the transaction itself (see the README).
 """
 from __future__ import annotations
 
@@ -63,6 +69,7 @@ class TransactionManager:
         self.transactional_id = transactional_id
         self._timeout_ms = transaction_timeout_ms
         self._max_block_s = max_block_ms / 1000
+        self.transaction_version = 2 if int(cluster.config.get("transaction.version", 2)) >= 2 else 1
         self._lock = threading.Lock()
         self.state = TxnState.UNINITIALIZED
         self._error: KafkaError | None = None
@@ -77,6 +84,13 @@ class TransactionManager:
     @property
     def transactional(self) -> bool:
         return self.transactional_id is not None
+
+    @property
+    def starts_at_sequence_zero(self) -> bool:
+        """Whether every leader takes only sequence 0 first from this producer's epoch: a
+        version 2 transaction's first batch on a partition is verified, and then a producer
+        new to the partition must start at 0 (Kafka's ProducerAppendInfo.checkSequence)."""
+        return self.transactional and self.transaction_version >= 2
 
     def _transition(self, to: TxnState, error: KafkaError | None = None) -> None:
         if self.state not in VALID_PREVIOUS_STATES[to]:
@@ -198,10 +212,16 @@ class TransactionManager:
         try:
             if partitions:  # nothing was added: the coordinator has no transaction to end
                 response = self._coordinator_call("end_txn", EndTxnRequest(
-                    self.transactional_id, self.producer_id, self.producer_epoch, commit))
+                    self.transactional_id, self.producer_id, self.producer_epoch, commit, self.transaction_version))
                 if response.error_code:
                     raise KafkaError(Errors.for_code(response.error_code), "EndTxn failed")
-            if reset and not commit:
+                if self.transaction_version >= 2:
+                    # The end bumped the epoch (or moved to a new producer id): sequences
+                    # start again, so a gap left by the aborted transaction is gone too.
+                    with self._lock:
+                        self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
+                    bumped = True
+            if reset and not commit and not bumped:
                 # The aborted transaction left a gap in some partition's sequences.
                 self._init_producer_id((self.producer_id, self.producer_epoch))
                 bumped = True

@@ -146,6 +146,9 @@ class ProduceRequest:
     producer_epoch: int = -1
     base_sequence: int = -1
     is_transactional: bool = False
+    # Stands for the request's version: Kafka's producer sends Produce v12 and later
+    # (transaction version 2) when the cluster's transaction.version feature is 2.
+    transaction_version: int = 2
 
 
 @dataclass(frozen=True)

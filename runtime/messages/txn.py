@@ -111,12 +111,15 @@ class EndTxnRequest:
     producer_id: int
     producer_epoch: int
     committed: bool  # True to commit, False to abort
+    # Stands for the request's version: Kafka's producer sends EndTxn v5 (transaction
+    # version 2) when the cluster's transaction.version feature is 2, v4 otherwise.
+    transaction_version: int = 2
 
 
 @dataclass(frozen=True)
 class EndTxnResponse:
     error_code: int = 0
-    producer_id: int = -1
+    producer_id: int = -1  # version 2: the producer id and epoch to go on with
     producer_epoch: int = -1
     throttle_time_ms: int = 0
 
@@ -186,6 +189,7 @@ class WritableTxnMarker:
     transaction_result: bool  # True: commit, False: abort
     topics: tuple[WritableTxnMarkerTopic, ...] = ()
     coordinator_epoch: int = 0
+    transaction_version: int = 1  # 2: the marker's epoch is the one the transaction's end bumped to
 
 
 @dataclass(frozen=True)

@@ -67,15 +67,26 @@ class PartitionLog:
     @property
     def last_stable_offset(self) -> int:
         """read_committed consumers see the log below this offset: the high watermark, or
-        the first offset of the oldest open transaction if that is lower."""
+        the first offset of the oldest transaction still open, or ended by a marker the high
+        watermark has not passed, if that is lower."""
         return self.producers.last_stable_offset(self.high_watermark)
 
     # ------------------------------------------------------------------ produce
 
-    def append(self, request: ProduceRequest, now_ms: int) -> int:
+    def verification_guard(self, request: ProduceRequest) -> object | None:
+        """The guard a transactional batch must verify with before `append` (KIP-890 part 1),
+        or None when it needs no verification (not transactional, or it continues the
+        producer's ongoing transaction here)."""
+        if not request.is_transactional or request.producer_id < 0:
+            return None
+        return self.producers.verification_guard(request.producer_id, request.producer_epoch, request.base_sequence,
+                                                 request.transaction_version >= 2)
+
+    def append(self, request: ProduceRequest, now_ms: int, verification_guard: object | None = None) -> int:
         """Validate and append one produced batch; durable only after `flush`. Returns its
         base offset; a retried batch of an idempotent producer that is already in the log is
-        not appended again and gets its original base offset."""
+        not appended again and gets its original base offset. A transactional batch that opens
+        the producer's transaction here carries the guard its verification succeeded with."""
         # First: the producer state of an offline log may hold batches that were cut off.
         self.log.raise_if_offline()
         limit = int(self.configs["max.message.bytes"])
@@ -87,7 +98,7 @@ class PartitionLog:
         max_ts = validate_payload(request.records, request.record_count)
         checked = self.producers.validate_append(request.producer_id, request.producer_epoch, request.base_sequence,
                                                  request.record_count, request.is_transactional,
-                                                 self.log_end_offset, max_ts)
+                                                 self.log_end_offset, max_ts, verification_guard)
         if isinstance(checked, DuplicateBatch):
             return checked.first_offset
         base = self.log.append(request.records, request.record_count, max_ts,
@@ -98,12 +109,13 @@ class PartitionLog:
         return base
 
     def append_control_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                              now_ms: int) -> int:
+                              now_ms: int, transaction_version: int = 1) -> int:
         """Append a transaction's commit or abort marker; durable only after `flush`.
-        Raises INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch and
-        TRANSACTION_COORDINATOR_FENCED for one from an older coordinator."""
+        Raises INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch (under
+        transaction version 2, not newer than it) and TRANSACTION_COORDINATOR_FENCED for one
+        from an older coordinator."""
         self.log.raise_if_offline()
-        self.producers.validate_control_marker(producer_id, producer_epoch, coordinator_epoch)
+        self.producers.validate_control_marker(producer_id, producer_epoch, coordinator_epoch, transaction_version)
         offset = self.log.append(encode_control(commit, coordinator_epoch, now_ms), 1, now_ms,
                                  attributes=ATTR_CONTROL | ATTR_TRANSACTIONAL, producer_id=producer_id,
                                  producer_epoch=producer_epoch)

@@ -11,6 +11,16 @@ Appending is split in two, so that nothing changes unless the append happens:
 not append again) or a `ProducerAppend` to pass to `apply` once the batch is in the log.
 Control markers go the same way with `validate_control_marker` and `apply_control_marker`.
 
+A transactional batch that does not continue the producer's ongoing transaction here must
+carry the guard of a verification (KIP-890 part 1): the leader takes it from
+`verification_guard`, asks the transaction coordinator whether the partition is in the
+transaction, and appends with it. Any append or marker of the producer drops the guard, so a
+verification answered after an abort marker cannot open a hanging transaction.
+
+A finished transaction stays unstable until the high watermark passes its marker (Kafka's
+unreplicated transactions), so the last stable offset never moves backwards and
+read_committed never sees a transaction before its marker is durable.
+
 The state is rebuilt from the partition's batches with `load` (their headers carry the
 producer id, epoch, base sequence and the TRANSACTIONAL and CONTROL attributes), optionally on
 top of a `snapshot()`, which is plain data.
@@ -26,7 +36,7 @@ from ..log import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, Batch
 from .data import decode_control
 
 __all__ = ["ProducerStateManager", "ProducerStateEntry", "BatchMetadata", "ProducerAppend", "DuplicateBatch",
-           "AbortedTxn", "CompletedTxn", "NUM_BATCHES_TO_RETAIN", "PRODUCER_ID_EXPIRATION_MS"]
+           "AbortedTxn", "CompletedTxn", "VerificationState", "NUM_BATCHES_TO_RETAIN", "PRODUCER_ID_EXPIRATION_MS"]
 
 NUM_BATCHES_TO_RETAIN = 5  # Kafka's window for recognising retried batches (max.in.flight 5)
 PRODUCER_ID_EXPIRATION_MS = 86400000  # producer.id.expiration.ms
@@ -77,6 +87,16 @@ class AbortedTxn(NamedTuple):
     last_offset: int  # the abort marker's offset
 
 
+class VerificationState(NamedTuple):
+    """A verification under way for a producer's next transaction on this partition (Kafka's
+    VerificationStateEntry): the guard its append must present, and what the batches that
+    verified with it may be."""
+    guard: object
+    epoch: int
+    lowest_sequence: int  # a later batch may not go before the lowest one that is verifying
+    supports_epoch_bump: bool  # transaction version 2: a producer new here starts at sequence 0
+
+
 class CompletedTxn(NamedTuple):
     producer_id: int
     first_offset: int
@@ -119,18 +139,23 @@ class ProducerStateManager:
         self._ongoing: dict[int, int] = {}
         self.aborted: list[AbortedTxn] = []  # in the order of their markers, so by last_offset
         self.end_offset = 0  # the state covers the log below this offset
+        # Soft state, never in a snapshot: finished transactions whose marker may not be
+        # durable yet, as (first offset, marker offset) in marker order; and verifications.
+        self._unreplicated: list[tuple[int, int]] = []
+        self._verifying: dict[int, VerificationState] = {}
 
     # ------------------------------------------------------------------ data batches
 
     def validate_append(self, producer_id: int, epoch: int, base_sequence: int, count: int,
-                        is_transactional: bool, first_offset: int, timestamp: int = -1
-                        ) -> ProducerAppend | DuplicateBatch | None:
+                        is_transactional: bool, first_offset: int, timestamp: int = -1,
+                        verification_guard: object | None = None) -> ProducerAppend | DuplicateBatch | None:
         """Check a produced batch that would be appended at first_offset. Returns None for a
         producer without an id (nothing to track), the original offsets of a duplicate, or
         the update to `apply` after the append; raises INVALID_PRODUCER_EPOCH for a zombie,
         OUT_OF_ORDER_SEQUENCE_NUMBER for a gap, INVALID_TXN_STATE for a plain batch inside a
-        transaction."""
-        if producer_id == NO_PRODUCER_ID:
+        transaction or a transactional one that neither continues an ongoing transaction nor
+        presents the guard of its verification."""
+        if producer_id < 0:  # Kafka's hasProducerId: any negative id is no producer id
             raise_if(is_transactional, Errors.INVALID_REQUEST, "a transactional batch needs a producer id")
             return None
         raise_if(count <= 0, Errors.INVALID_RECORD, "a batch has at least one record")
@@ -140,12 +165,45 @@ class ProducerStateManager:
             duplicate = entry.find_duplicate(epoch, base_sequence, last_seq)
             if duplicate is not None:
                 return DuplicateBatch(duplicate.first_offset, duplicate.last_offset)
+        verification = None
+        if is_transactional and not self.has_ongoing_transaction(producer_id, epoch):
+            verification = self._verifying.get(producer_id)
+            raise_if(verification is None or verification.guard is not verification_guard, Errors.INVALID_TXN_STATE,
+                     f"producer {producer_id}'s batch is not part of an ongoing transaction")
+            raise_if(base_sequence > verification.lowest_sequence, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                     f"sequence {base_sequence} of producer {producer_id} would go before the verifying "
+                     f"{verification.lowest_sequence}")
+            raise_if(verification.supports_epoch_bump and base_sequence != 0 and (entry is None or not entry.batches),
+                     Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                     f"producer {producer_id} has no batch here: its transaction starts at sequence 0")
+        if entry is not None:
             self._check_epoch(entry, epoch)
             self._check_sequence(entry, epoch, base_sequence)
             raise_if(not is_transactional and entry.current_txn_first_offset is not None, Errors.INVALID_TXN_STATE,
                      f"producer {producer_id} sent a non-transactional batch inside its transaction")
         return ProducerAppend(producer_id, epoch, base_sequence, last_seq, first_offset, first_offset + count - 1,
                               timestamp, is_transactional)
+
+    # ------------------------------------------------------------------ verification (KIP-890 part 1)
+
+    def has_ongoing_transaction(self, producer_id: int, epoch: int) -> bool:
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset is not None and entry.producer_epoch == epoch
+
+    def verification_guard(self, producer_id: int, epoch: int, base_sequence: int,
+                           supports_epoch_bump: bool) -> object | None:
+        """None when a transactional batch needs no verification (it continues the producer's
+        ongoing transaction here); otherwise the guard to verify with, shared by the
+        producer's batches until one of them is appended."""
+        if self.has_ongoing_transaction(producer_id, epoch):
+            return None
+        state = self._verifying.get(producer_id)
+        if state is None or epoch > state.epoch:
+            state = VerificationState(object(), epoch, base_sequence, supports_epoch_bump)
+        elif epoch == state.epoch and base_sequence < state.lowest_sequence:
+            state = state._replace(lowest_sequence=base_sequence)
+        self._verifying[producer_id] = state
+        return state.guard
 
     @staticmethod
     def _check_epoch(entry: ProducerStateEntry, epoch: int) -> None:
@@ -178,18 +236,29 @@ class ProducerStateManager:
         if append.is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = append.first_offset
             self._ongoing[append.producer_id] = append.first_offset
+        self._verifying.pop(append.producer_id, None)  # verified, or a later batch must verify again
         self.end_offset = max(self.end_offset, append.last_offset + 1)
 
     # ------------------------------------------------------------------ control markers
 
-    def validate_control_marker(self, producer_id: int, epoch: int, coordinator_epoch: int = 0) -> None:
-        """A marker from a fenced coordinator or for an older epoch must not be appended."""
+    def validate_control_marker(self, producer_id: int, epoch: int, coordinator_epoch: int = 0,
+                                transaction_version: int = 1) -> None:
+        """A marker from a fenced coordinator or for an older epoch must not be appended.
+        Under transaction version 2 the coordinator bumped the epoch before writing the
+        marker, so it must be newer than the producer's batches here; the same epoch again
+        is a retried marker of a transaction already ended here (Kafka's KAFKA-19999)."""
         entry = self.producers.get(producer_id)
         if entry is None:
             return
         raise_if(coordinator_epoch < entry.coordinator_epoch, Errors.TRANSACTION_COORDINATOR_FENCED,
                  f"coordinator epoch {coordinator_epoch} is older than {entry.coordinator_epoch}")
-        self._check_epoch(entry, epoch)
+        if transaction_version >= 2:
+            retried = epoch == entry.producer_epoch and entry.current_txn_first_offset is None
+            raise_if(epoch <= entry.producer_epoch and not retried, Errors.INVALID_PRODUCER_EPOCH,
+                     f"a version 2 marker's epoch {epoch} of producer {producer_id} is not above "
+                     f"{entry.producer_epoch}")
+        else:
+            self._check_epoch(entry, epoch)
 
     def apply_control_marker(self, producer_id: int, epoch: int, commit: bool, marker_offset: int,
                              coordinator_epoch: int = 0, timestamp: int = -1) -> CompletedTxn | None:
@@ -203,8 +272,10 @@ class ProducerStateManager:
         first = self._ongoing.pop(producer_id, None)
         if first is not None:
             completed = CompletedTxn(producer_id, first, marker_offset, not commit)
+            self._unreplicated.append((first, marker_offset))
             if not commit:
                 self.aborted.append(AbortedTxn(producer_id, first, marker_offset))
+        self._verifying.pop(producer_id, None)
         entry.update_epoch(epoch)
         entry.current_txn_first_offset = None
         entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
@@ -214,12 +285,22 @@ class ProducerStateManager:
 
     # ------------------------------------------------------------------ read_committed
 
-    def first_unstable_offset(self) -> int | None:
-        """The first offset of the oldest ongoing transaction, if any."""
-        return min(self._ongoing.values()) if self._ongoing else None
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the oldest transaction that is ongoing, or finished with a
+        marker the high watermark has not passed yet (Kafka's firstUnstableOffset). Finished
+        transactions below the high watermark are forgotten here (the high watermark only
+        grows: a failed flush rebuilds the whole state)."""
+        done = 0
+        while done < len(self._unreplicated) and self._unreplicated[done][1] < high_watermark:
+            done += 1
+        del self._unreplicated[:done]
+        firsts = [first for first, _ in self._unreplicated]
+        if self._ongoing:
+            firsts.append(min(self._ongoing.values()))
+        return min(firsts) if firsts else None
 
     def last_stable_offset(self, high_watermark: int) -> int:
-        first = self.first_unstable_offset()
+        first = self.first_unstable_offset(high_watermark)
         return high_watermark if first is None else min(first, high_watermark)
 
     def aborted_ranges(self, from_offset: int, upto: int) -> list[AbortedTxn]:

@@ -1,5 +1,5 @@
 """The transaction coordinator of one __transaction_state partition (Kafka's
-TransactionCoordinator and TransactionStateManager, transaction protocol version 1).
+TransactionCoordinator and TransactionStateManager, transaction protocol versions 1 and 2).
 
 Write operations validate, then build TransactionLog records; `replay` is the only code that
 changes the metadata. Ending a transaction is two-phase: `end_txn` persists PrepareCommit or
@@ -14,6 +14,11 @@ waits for the markers: a caller whose commit_transaction() returned can read its
 with read_committed at once, which is what a Ray user would expect. It need not wait for
 the Complete record as well: once every marker is durable the outcome is visible and fixed,
 and a coordinator that loses the Complete record writes the same markers again.
+
+The version of a client's EndTxn is the one its request names (Kafka: EndTxn v5 and later
+is version 2), and the EndTxn answer of version 2 carries the producer id and epoch the
+producer goes on with. A fencing abort (InitProducerId over an ongoing transaction, a
+timeout) takes the cluster's `transaction.version`, as Kafka's does.
 """
 from __future__ import annotations
 
@@ -34,11 +39,13 @@ from ..messages.txn import (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, Add
                             WritableTxnMarkerTopic, WriteTxnMarkersRequest)
 from .records import (ProducerIdBlockKey, TransactionLogKey, producer_id_block_record, transaction_log_record,
                       transaction_log_tombstone)
-from .state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionMetadata, TransactionState, is_epoch_exhausted
+from .state import (MAX_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TV_2, TransactionMetadata, TransactionState,
+                    is_epoch_exhausted)
 
 __all__ = ["TransactionCoordinatorShard", "TxnMarkers", "PRODUCER_ID_BLOCK_SIZE", "OFFSETS_TOPIC"]
 
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
+MAX_RETRY_EPOCH = MAX_EPOCH - 1  # the last epoch a client sees before its producer id rotates
 OFFSETS_TOPIC = "__consumer_offsets"
 
 DEFAULTS = {
@@ -48,6 +55,7 @@ DEFAULTS = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": 3600000,
     "transaction.state.log.num.partitions": 50,
     "offsets.topic.num.partitions": 50,
+    "transaction.version": 2,  # the cluster feature: 2 (KIP-890 part 2) unless set back to 1
 }
 
 ABORT_TIMED_OUT_KEY = "transaction-abort"
@@ -62,15 +70,16 @@ class TxnMarkers(NamedTuple):
     """Markers to write for a transaction in PrepareCommit or PrepareAbort."""
     transactional_id: str
     producer_id: int
-    producer_epoch: int
+    producer_epoch: int  # under version 2, the epoch bumped by the Prepare record
     commit: bool
     partitions: tuple  # of (topic, partition), sorted
+    transaction_version: int = 1
 
     def requests_by_partition(self) -> dict[tuple[str, int], WriteTxnMarkersRequest]:
         """One WriteTxnMarkers request for each partition leader of the transaction."""
         return {(topic, partition): WriteTxnMarkersRequest((WritableTxnMarker(
                     self.producer_id, self.producer_epoch, self.commit,
-                    (WritableTxnMarkerTopic(topic, (partition,)),)),))
+                    (WritableTxnMarkerTopic(topic, (partition,)),), transaction_version=self.transaction_version),))
                 for topic, partition in self.partitions}
 
 
@@ -87,6 +96,7 @@ class TransactionCoordinatorShard:
         self.expire_interval_ms = int(config["transaction.remove.expired.transaction.cleanup.interval.ms"])
         self.num_partitions = int(config["transaction.state.log.num.partitions"])
         self.offsets_partitions = int(config["offsets.topic.num.partitions"])
+        self.transaction_version = int(config["transaction.version"])
         # Hard state: rebuilt by replay.
         self.transactions: dict[str, TransactionMetadata] = {}
         self.last_block_start: int | None = None
@@ -183,7 +193,7 @@ class TransactionCoordinatorShard:
         if txn.state is TransactionState.ONGOING:
             # Abort the fenced producer's transaction first; the caller retries and gets the
             # epoch bumped once more (or a new producer id if that exhausts the epochs).
-            fenced = txn.prepare_fence_producer_epoch(now_ms)
+            fenced = txn.prepare_fence_producer_epoch(self.transaction_version, now_ms)
             return Result([self._record(fenced)],
                           InitProducerIdResponse(error_code=Errors.CONCURRENT_TRANSACTIONS.code))
         raise_if(txn.state in _PREPARE, Errors.CONCURRENT_TRANSACTIONS,
@@ -199,11 +209,12 @@ class TransactionCoordinatorShard:
 
     @staticmethod
     def _expected_producer(request: InitProducerIdRequest) -> tuple[int, int] | None:
-        none_given = request.producer_id == NO_PRODUCER_ID and request.producer_epoch == NO_PRODUCER_EPOCH
-        both_given = request.producer_id >= 0 and request.producer_epoch >= 0
-        raise_if(not (none_given or both_given), Errors.INVALID_REQUEST,
-                 "producer id and epoch must be given together")
-        return None if none_given else (request.producer_id, request.producer_epoch)
+        """Kafka refuses a request that gives only one of the producer id and epoch (the other
+        being -1); any other pair, negative or not, is the producer's current one, and a pair
+        the coordinator does not know is fenced like any other."""
+        no_id, no_epoch = request.producer_id == NO_PRODUCER_ID, request.producer_epoch == NO_PRODUCER_EPOCH
+        raise_if(no_id != no_epoch, Errors.INVALID_REQUEST, "producer id and epoch must be given together")
+        return None if no_id else (request.producer_id, request.producer_epoch)
 
     @staticmethod
     def _raise_if_fenced_on_init(txn: TransactionMetadata, expected: tuple[int, int] | None) -> None:
@@ -225,9 +236,10 @@ class TransactionCoordinatorShard:
         results = []
         for txn_request in request.transactions:
             partitions = frozenset((t.name, p) for t in txn_request.topics for p in t.partitions)
+            errors: dict = {}
             try:
                 if txn_request.verify_only:
-                    self._verify(txn_request, partitions)
+                    errors = self._verify(txn_request, partitions)
                 else:
                     records += self._add_partitions(txn_request.transactional_id, txn_request.producer_id,
                                                     txn_request.producer_epoch, partitions, now_ms)
@@ -235,8 +247,8 @@ class TransactionCoordinatorShard:
             except KafkaError as e:
                 error = e.error
             results.append(AddPartitionsToTxnResult(txn_request.transactional_id, tuple(
-                AddPartitionsToTxnTopicResult(t.name, tuple(AddPartitionsToTxnPartitionResult(p, error.code)
-                                                            for p in t.partitions))
+                AddPartitionsToTxnTopicResult(t.name, tuple(
+                    AddPartitionsToTxnPartitionResult(p, errors.get((t.name, p), error).code) for p in t.partitions))
                 for t in txn_request.topics)))
         return Result(records, AddPartitionsToTxnResponse(results_by_transaction=tuple(results)))
 
@@ -249,11 +261,13 @@ class TransactionCoordinatorShard:
             return []  # already there: Kafka answers at once, with nothing to write
         return [self._record(txn.prepare_add_partitions(partitions, now_ms))]
 
-    def _verify(self, txn_request: AddPartitionsToTxnTransaction, partitions: frozenset) -> None:
+    def _verify(self, txn_request: AddPartitionsToTxnTransaction, partitions: frozenset) -> dict:
+        """A partition leader asks whether its partitions are in the producer's transaction
+        (KIP-890 part 1). Past the producer and completion checks, each partition is answered
+        on its own, whatever the state: NONE if it is in, TRANSACTION_ABORTABLE if not."""
         txn = self._existing(txn_request.transactional_id, txn_request.producer_id, txn_request.producer_epoch)
         raise_if(txn.state in _PREPARE, Errors.CONCURRENT_TRANSACTIONS, "the transaction is completing")
-        raise_if(txn.state is not TransactionState.ONGOING or not partitions <= txn.topic_partitions,
-                 Errors.INVALID_TXN_STATE, "the partitions are not in the ongoing transaction")
+        return {tp: Errors.NONE if tp in txn.topic_partitions else Errors.TRANSACTION_ABORTABLE for tp in partitions}
 
     def add_offsets_to_txn(self, request: AddOffsetsToTxnRequest, now_ms: int) -> Result:
         """Adds the __consumer_offsets partition of the group, so that the transaction's offset
@@ -267,12 +281,17 @@ class TransactionCoordinatorShard:
     # ------------------------------------------------------------------ EndTxn and markers
 
     def end_txn(self, request: EndTxnRequest, now_ms: int) -> Result:
+        raise_if(not request.transactional_id, Errors.INVALID_REQUEST, "a transactional id is required")
+        self._raise_if_not_owned(request.transactional_id)
+        if request.transaction_version >= TV_2:
+            return self._end_txn_v2(request, now_ms)
         tid = request.transactional_id
         commit = request.committed
         txn = self._existing(tid, request.producer_id, request.producer_epoch)
         state = txn.state
         if state is TransactionState.ONGOING:
-            return Result([self._record(txn.prepare_abort_or_commit(commit, now_ms))], Deferred(end_txn_key(tid)))
+            prepared = txn.prepare_abort_or_commit(commit, request.transaction_version, NO_PRODUCER_ID, now_ms)
+            return Result([self._record(prepared)], Deferred(end_txn_key(tid)))
         # A retry of an end that completed (or is completing) with the same outcome.
         if state is (TransactionState.COMPLETE_COMMIT if commit else TransactionState.COMPLETE_ABORT):
             return Result([], EndTxnResponse())
@@ -281,19 +300,72 @@ class TransactionCoordinatorShard:
         raise KafkaError(Errors.INVALID_TXN_STATE,
                          f"{tid} is {state.state_name}: cannot {'commit' if commit else 'abort'}")
 
+    def _end_txn_v2(self, request: EndTxnRequest, now_ms: int) -> Result:
+        """EndTxn of transaction version 2. The producer's epoch is bumped by every end, so a
+        retry names the epoch before the bump (or, after a rotation, the previous producer id
+        at the last epoch) and gets the outcome again; an abort with no transaction running
+        starts and aborts an empty one, for the epoch bump."""
+        tid, commit, pid, epoch = (request.transactional_id, request.committed, request.producer_id,
+                                   request.producer_epoch)
+        txn = self.transactions.get(tid)
+        raise_if(txn is None, Errors.INVALID_PRODUCER_ID_MAPPING, f"{tid} has no producer id")
+        state = txn.state
+        retry_on_overflow = (txn.previous_producer_id == pid and epoch == MAX_RETRY_EPOCH and txn.producer_epoch == 0)
+        retry_on_bump = txn.producer_epoch == epoch + 1
+        is_retry = retry_on_overflow or retry_on_bump
+        if state in _PREPARE:
+            valid_epoch = retry_on_bump
+        elif state in (TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT):
+            valid_epoch = is_retry or epoch == txn.producer_epoch
+        else:
+            valid_epoch = epoch == txn.producer_epoch
+        raise_if(txn.producer_id != pid and not retry_on_overflow, Errors.INVALID_PRODUCER_ID_MAPPING,
+                 f"producer id {pid} is not mapped to {tid}")
+        raise_if(not valid_epoch, Errors.PRODUCER_FENCED,
+                 f"epoch {epoch} of {tid} is fenced by epoch {txn.producer_epoch}")
+        finished = TransactionState.COMPLETE_COMMIT if commit else TransactionState.COMPLETE_ABORT
+        preparing = TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
+        if state is TransactionState.ONGOING:
+            return self._prepare_end(txn, commit, now_ms, no_partition_added=False)
+        if state is finished and is_retry:
+            return Result([], EndTxnResponse(producer_id=txn.producer_id, producer_epoch=txn.producer_epoch))
+        if not commit and not is_retry and state in (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT,
+                                                     TransactionState.COMPLETE_ABORT):
+            return self._prepare_end(txn, False, now_ms, no_partition_added=True)
+        raise_if(state is preparing, Errors.CONCURRENT_TRANSACTIONS, f"{tid} is already completing")
+        raise KafkaError(Errors.INVALID_TXN_STATE,
+                         f"{tid} is {state.state_name}: cannot {'commit' if commit else 'abort'}")
+
+    def _prepare_end(self, txn: TransactionMetadata, commit: bool, now_ms: int, no_partition_added: bool) -> Result:
+        """Version 2's Prepare record: epoch + 1, and a new producer id when that exhausts them."""
+        records: list[Record] = []
+        next_producer_id = NO_PRODUCER_ID
+        if is_epoch_exhausted(txn.producer_epoch):
+            next_producer_id, records = self._allocate_producer_id()
+        prepared = txn.prepare_abort_or_commit(commit, TV_2, next_producer_id, now_ms, no_partition_added)
+        return Result(records + [self._record(prepared)], Deferred(end_txn_key(txn.transactional_id)))
+
     def pending_markers(self) -> list[TxnMarkers]:
         """The transactions whose markers must be written, oldest update first."""
         pending = sorted((t for t in self.transactions.values() if t.state in _PREPARE),
                          key=lambda t: (t.txn_last_update_timestamp, t.transactional_id))
         return [TxnMarkers(t.transactional_id, t.producer_id, t.producer_epoch,
-                           t.state is TransactionState.PREPARE_COMMIT, tuple(sorted(t.topic_partitions)))
+                           t.state is TransactionState.PREPARE_COMMIT, tuple(sorted(t.topic_partitions)),
+                           TV_2 if t.supports_epoch_bump else 1)
                 for t in pending]
 
     def markers_written(self, transactional_id: str) -> Result:
         """Every marker of the transaction is durable: release the EndTxn response that waited
         for them (if this coordinator still has it). Called before `complete_markers`, so
-        that the answer does not wait for the Complete record's flush too."""
-        return Result([], None, [(end_txn_key(transactional_id), EndTxnResponse())])
+        that the answer does not wait for the Complete record's flush too. Under version 2 the
+        answer names the producer id and epoch of the Complete record to come."""
+        txn = self.transactions.get(transactional_id)
+        response = EndTxnResponse()
+        if txn is not None and txn.state in _PREPARE and txn.supports_epoch_bump:
+            rotated = txn.next_producer_id != NO_PRODUCER_ID
+            response = EndTxnResponse(producer_id=txn.next_producer_id if rotated else txn.producer_id,
+                                      producer_epoch=0 if rotated else txn.producer_epoch)
+        return Result([], None, [(end_txn_key(transactional_id), response)])
 
     def complete_markers(self, transactional_id: str, producer_id: int, producer_epoch: int, now_ms: int) -> Result:
         """Every marker of the transaction is written: persist CompleteCommit/CompleteAbort."""
@@ -307,7 +379,7 @@ class TransactionCoordinatorShard:
     def abort_timed_out_transactions(self, now_ms: int) -> Result:
         """Abort every ongoing transaction older than its timeout, fencing its producer."""
         self._schedule_abort(now_ms + self.abort_interval_ms)
-        records = [self._record(t.prepare_fence_producer_epoch(now_ms))
+        records = [self._record(t.prepare_fence_producer_epoch(self.transaction_version, now_ms))
                    for t in self.transactions.values()
                    if t.state is TransactionState.ONGOING and t.txn_start_timestamp + t.txn_timeout_ms < now_ms]
         return Result(records)

@@ -24,7 +24,7 @@ class TransactionLogPartitions(NamedTuple):
 class TransactionLogValue(NamedTuple):
     producer_id: int
     previous_producer_id: int  # Kafka's lastProducerId: the id before a rotation, -1 if none
-    next_producer_id: int  # reserved by Kafka for transaction version 2; always -1 here
+    next_producer_id: int  # version 2: the id a Prepare record rotates to at its Complete; -1 if none
     producer_epoch: int
     last_producer_epoch: int  # lets a retried InitProducerId get the epoch it already bumped to
     transaction_timeout_ms: int
@@ -32,6 +32,7 @@ class TransactionLogValue(NamedTuple):
     topic_partitions: tuple  # of TransactionLogPartitions, sorted
     transaction_last_update_timestamp_ms: int
     transaction_start_timestamp_ms: int
+    client_transaction_version: int = 0  # added later: older records read as 0 (version 1's behaviour)
 
     __nested__ = {"topic_partitions": [TransactionLogPartitions]}
 

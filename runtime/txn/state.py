@@ -5,9 +5,12 @@
 metadata the coordinator will write; nothing changes until that record is replayed. An
 illegal move raises and leaves the metadata as it was.
 
-The coordinator implements Kafka's transaction protocol version 1 (an epoch bump only on
-InitProducerId and when a producer is fenced); the table is Kafka 4.x's, which also allows
-the version 2 moves into PrepareAbort that version 1 never asks for.
+Both of Kafka 4.x's transaction protocol versions are served. Version 1 bumps the epoch only
+on InitProducerId and when a producer is fenced. Version 2 (KIP-890 part 2) also bumps it
+when a transaction ends: PrepareCommit/PrepareAbort carry epoch + 1, the markers are written
+with it, and when that would exhaust the epochs the Complete record moves to the next
+producer id (chosen at the Prepare) at epoch 0. Version 2 may also abort with no partition
+added, which is why the table lets Empty and Complete* move into PrepareAbort.
 """
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ from .records import TransactionLogPartitions, TransactionLogValue
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767  # Short.MAX_VALUE
+TV_1 = 1  # transaction.version feature levels (Kafka's TransactionVersion); 0 behaves as 1
+TV_2 = 2
 
 
 class TransactionState(enum.Enum):
@@ -82,6 +87,10 @@ class TransactionMetadata:
     topic_partitions: frozenset  # of (topic, partition)
     txn_start_timestamp: int
     txn_last_update_timestamp: int
+    # Version 2: the producer id the Complete record moves to when the ending epoch bump
+    # exhausts the epochs; NO_PRODUCER_ID otherwise.
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0  # the version the last transaction was ended with
 
     @classmethod
     def new(cls, transactional_id: str, producer_id: int, txn_timeout_ms: int, now_ms: int) -> "TransactionMetadata":
@@ -89,12 +98,18 @@ class TransactionMetadata:
         return cls(transactional_id, producer_id, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_PRODUCER_EPOCH,
                    txn_timeout_ms, TransactionState.EMPTY, frozenset(), -1, now_ms)
 
+    @property
+    def supports_epoch_bump(self) -> bool:
+        return self.client_transaction_version >= TV_2
+
     # ------------------------------------------------------------------ transitions
 
     def _transition(self, to: TransactionState, **changes) -> "TransactionMetadata":
         if self.state not in VALID_PREVIOUS_STATES[to]:
             raise KafkaError(Errors.INVALID_TXN_STATE,
                              f"{self.transactional_id}: {self.state.state_name} cannot move to {to.state_name}")
+        if changes.get("producer_id", self.producer_id) < 0:
+            raise ValueError(f"illegal producer id for {to.state_name}")
         if to is not TransactionState.DEAD and changes.get("producer_epoch", self.producer_epoch) < 0:
             raise ValueError(f"illegal producer epoch for {to.state_name}")
         return replace(self, state=to, **changes)
@@ -128,15 +143,16 @@ class TransactionMetadata:
                                 txn_timeout_ms=txn_timeout_ms, topic_partitions=frozenset(),
                                 txn_start_timestamp=-1, txn_last_update_timestamp=now_ms)
 
-    def prepare_fence_producer_epoch(self, now_ms: int) -> "TransactionMetadata":
+    def prepare_fence_producer_epoch(self, transaction_version: int, now_ms: int) -> "TransactionMetadata":
         """Fence the producer of an ongoing transaction and abort it: Ongoing → PrepareEpochFence
-        → PrepareAbort with the epoch bumped, written as one PrepareAbort record. The bumped
-        epoch is never given to a client; its next InitProducerId bumps again."""
-        if self.producer_epoch >= MAX_EPOCH:
-            raise ValueError("fencing would overflow the producer epoch")
-        fence = self._transition(TransactionState.PREPARE_EPOCH_FENCE, producer_epoch=self.producer_epoch + 1,
+        (epoch + 1) → PrepareAbort, written as one PrepareAbort record. The abort takes the
+        cluster's transaction version, not the client's, so under version 2 it bumps once
+        more (Kafka's fencing abort). The epoch is never given to a client; its next
+        InitProducerId bumps again."""
+        fence = self._transition(TransactionState.PREPARE_EPOCH_FENCE,
+                                 producer_epoch=min(self.producer_epoch + 1, MAX_EPOCH),
                                  last_producer_epoch=NO_PRODUCER_EPOCH)
-        return fence._transition(TransactionState.PREPARE_ABORT, txn_last_update_timestamp=now_ms)
+        return fence.prepare_abort_or_commit(False, transaction_version, NO_PRODUCER_ID, now_ms)
 
     def prepare_add_partitions(self, partitions: frozenset, now_ms: int) -> "TransactionMetadata":
         starting = self.state in (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT,
@@ -145,14 +161,34 @@ class TransactionMetadata:
                                 txn_start_timestamp=now_ms if starting else self.txn_start_timestamp,
                                 txn_last_update_timestamp=now_ms)
 
-    def prepare_abort_or_commit(self, commit: bool, now_ms: int) -> "TransactionMetadata":
+    def prepare_abort_or_commit(self, commit: bool, transaction_version: int, next_producer_id: int, now_ms: int,
+                                no_partition_added: bool = False) -> "TransactionMetadata":
+        """PrepareCommit or PrepareAbort. Version 2 bumps the epoch (not past Short.MAX_VALUE,
+        which only an abort can meet, after a fence) and may name the next producer id."""
         to = TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
-        return self._transition(to, txn_last_update_timestamp=now_ms)
+        if transaction_version >= TV_2:
+            epoch = self.producer_epoch if self.producer_epoch == MAX_EPOCH and not commit else self.producer_epoch + 1
+            last = self.producer_epoch
+        else:
+            epoch, last = self.producer_epoch, self.last_producer_epoch
+        if epoch > MAX_EPOCH:
+            raise ValueError("ending the transaction would overflow the producer epoch")
+        # Version 2 may abort with nothing added: the transaction starts now.
+        return self._transition(to, producer_epoch=epoch, last_producer_epoch=last,
+                                next_producer_id=next_producer_id,
+                                txn_start_timestamp=now_ms if no_partition_added else self.txn_start_timestamp,
+                                txn_last_update_timestamp=now_ms, client_transaction_version=transaction_version)
 
     def prepare_complete(self, now_ms: int) -> "TransactionMetadata":
+        """CompleteCommit or CompleteAbort. Under version 2 with a next producer id the id
+        rotates here, at epoch 0; last_producer_epoch keeps the last epoch the client saw."""
         to = (TransactionState.COMPLETE_COMMIT if self.state is TransactionState.PREPARE_COMMIT
               else TransactionState.COMPLETE_ABORT)
-        return self._transition(to, topic_partitions=frozenset(), txn_last_update_timestamp=now_ms)
+        rotated = {}
+        if self.supports_epoch_bump and self.next_producer_id != NO_PRODUCER_ID:
+            rotated = dict(producer_id=self.next_producer_id, previous_producer_id=self.producer_id, producer_epoch=0)
+        return self._transition(to, topic_partitions=frozenset(), txn_last_update_timestamp=now_ms,
+                                next_producer_id=NO_PRODUCER_ID, **rotated)
 
     def prepare_dead(self) -> "TransactionMetadata":
         return self._transition(TransactionState.DEAD, topic_partitions=frozenset())
@@ -164,10 +200,10 @@ class TransactionMetadata:
         for topic, partition in self.topic_partitions:
             by_topic.setdefault(topic, []).append(partition)
         partitions = tuple(TransactionLogPartitions(t, tuple(sorted(ps))) for t, ps in sorted(by_topic.items()))
-        return TransactionLogValue(self.producer_id, self.previous_producer_id, NO_PRODUCER_ID,
+        return TransactionLogValue(self.producer_id, self.previous_producer_id, self.next_producer_id,
                                    self.producer_epoch, self.last_producer_epoch, self.txn_timeout_ms,
                                    self.state.id, partitions, self.txn_last_update_timestamp,
-                                   self.txn_start_timestamp)
+                                   self.txn_start_timestamp, self.client_transaction_version)
 
     @classmethod
     def from_value(cls, transactional_id: str, value: TransactionLogValue) -> "TransactionMetadata":
@@ -175,4 +211,5 @@ class TransactionMetadata:
         return cls(transactional_id, value.producer_id, value.previous_producer_id, value.producer_epoch,
                    value.last_producer_epoch, value.transaction_timeout_ms,
                    TransactionState.from_id(value.transaction_status), partitions,
-                   value.transaction_start_timestamp_ms, value.transaction_last_update_timestamp_ms)
+                   value.transaction_start_timestamp_ms, value.transaction_last_update_timestamp_ms,
+                   value.next_producer_id, value.client_transaction_version)

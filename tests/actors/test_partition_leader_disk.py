@@ -118,8 +118,12 @@ def test_a_transaction_marker_whose_flush_failed_is_not_acknowledged_and_the_tra
     make, io = disk
     commit = WriteTxnMarkersRequest((WritableTxnMarker(9, 0, True, (WritableTxnMarkerTopic("t", (0,)),)),))
 
+    async def coordinator_agrees(request):
+        return None  # the verify-only AddPartitionsToTxn: the partition is in the transaction
+
     async def scenario():
         leader = make()
+        leader._verify = coordinator_agrees
         assert (await leader.produce(produce(b"in txn", pid=9, seq=0, txn=True))).error_code == 0
         marker, b = await roll_fails_behind(leader, io, leader.write_txn_markers(commit), "once")
         result = (await marker).markers[0].topics[0].partitions[0]

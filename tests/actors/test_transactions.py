@@ -51,9 +51,10 @@ def describe(cluster, tid):
     return state
 
 
-def produce_request(topic, values_, pid, epoch, seq, txn=False):
-    return ProduceRequest(topic, 0, encode_records([(1, None, v, []) for v in values_]), len(values_), 1,
-                          producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=txn)
+def produce_request(topic, values_, pid, epoch, seq, txn=False, tid=None, partition=0, version=2):
+    return ProduceRequest(topic, partition, encode_records([(1, None, v, []) for v in values_]), len(values_), 1,
+                          transactional_id=tid, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                          is_transactional=txn, transaction_version=version)
 
 
 def add_partitions(tid, pid, epoch, topic, partitions=(0,)):
@@ -125,6 +126,53 @@ def test_a_zombie_producer_with_an_old_epoch_cannot_commit(cluster, topic):
     successor.commit_transaction()
     assert b"zombie" not in values(cluster, topic) and b"successor" in values(cluster, topic)
     zombie.close()
+    successor.close()
+
+
+def test_version_2_bumps_the_epoch_at_every_end_and_a_zombie_cannot_open_a_hanging_transaction(cluster):
+    # Transactions version 2 (the cluster's default): every commit or abort bumps the
+    # producer's epoch, the producer goes on with the epoch EndTxn answers, and a fenced
+    # producer's batch is stopped by the partition leader's own verification, so it
+    # cannot leave an open transaction that holds back read_committed readers.
+    cluster.create_topic("tv2", 2)
+    producer = cluster.producer(transactional_id="tx-v2", linger_ms=1)
+    producer.init_transactions()
+    pid = describe(cluster, "tx-v2").producer_id
+    for n in range(3):
+        producer.begin_transaction()
+        producer.send("tv2", b"kept-%d" % n, partition=0).get(10)
+        if n == 1:
+            producer.abort_transaction()
+        else:
+            producer.commit_transaction()
+        state = describe(cluster, "tx-v2")
+        assert (state.producer_id, state.producer_epoch) == (pid, n + 1)
+    assert values(cluster, "tv2") == [b"kept-0", b"kept-2"]
+
+    successor = cluster.producer(transactional_id="tx-v2", linger_ms=1)
+    successor.init_transactions()  # fences epoch 3
+    assert describe(cluster, "tx-v2").producer_epoch == 4
+    # The zombie writes where it never wrote before, with its last epoch (sequence 0, as
+    # its producer would): the leader asks the coordinator, which has fenced that epoch.
+    leader = cluster.partition_leader("tv2", 1)
+    zombie_batch = produce_request("tv2", [b"zombie"], pid, 3, 0, txn=True, tid="tx-v2", partition=1)
+    r = ray.get(leader.produce.remote(zombie_batch), timeout=30)
+    assert r.error_code == Errors.INVALID_PRODUCER_EPOCH.code
+    r = ray.get(leader.fetch.remote(FetchRequest("tv2", 1, 0, max_wait_ms=0, isolation_level=READ_COMMITTED)))
+    assert (r.high_watermark, r.last_stable_offset) == (0, 0)
+    # The zombie producer itself is fenced at its next transaction.
+    with pytest.raises(KafkaError) as e:
+        producer.begin_transaction()
+        producer.send("tv2", b"zombie", partition=0).get(10)
+        producer.commit_transaction()
+    assert e.value.error in (Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_EPOCH)
+    successor.begin_transaction()
+    successor.send("tv2", b"successor", partition=1).get(10)
+    successor.commit_transaction()
+    r = ray.get(leader.fetch.remote(FetchRequest("tv2", 1, 0, max_wait_ms=0, isolation_level=READ_COMMITTED)))
+    assert r.last_stable_offset == r.high_watermark == 2  # the successor's record and its marker
+    assert b"zombie" not in values(cluster, "tv2")
+    producer.close()
     successor.close()
 
 
@@ -202,8 +250,9 @@ def test_transaction_request_errors(cluster, topic):
     r = coordinator_call(cluster, "end_txn", EndTxnRequest("e-txn", pid, epoch, True))
     assert r.error_code == Errors.PRODUCER_FENCED.code
     wait_until(lambda: describe(cluster, "e-txn").transaction_state == "CompleteAbort")
+    # Transaction version 2: the fence and its abort bumped twice, InitProducerId once more.
     r = coordinator_call(cluster, "init_producer_id", InitProducerIdRequest("e-txn", 60000))
-    assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, epoch + 2)
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, epoch + 3)
 
 
 def test_a_coordinator_refuses_transactional_ids_of_another_partition(cluster):
@@ -254,20 +303,36 @@ def test_partition_leader_errors(cluster):
         Errors.OUT_OF_ORDER_SEQUENCE_NUMBER.code
     assert produce(produce_request("leader-errors", [b"b"], 900001, 2, 1)).error_code == \
         Errors.INVALID_PRODUCER_EPOCH.code
-    assert produce(produce_request("leader-errors", [b"t"], 900002, 0, 0, txn=True)).error_code == 0
-    assert produce(produce_request("leader-errors", [b"p"], 900002, 0, 1)).error_code == Errors.INVALID_TXN_STATE.code
+    # A transactional batch is appended only once the coordinator has the partition in the
+    # producer's transaction (the leader's verify-only AddPartitionsToTxn).
+    init = coordinator_call(cluster, "init_producer_id", InitProducerIdRequest("leader-txn", 60000))
+    pid = init.producer_id
+
+    def txn_request(value, seq, epoch=0, version=2):
+        return produce_request("leader-errors", [value], pid, epoch, seq, txn=True, tid="leader-txn", version=version)
+
+    assert produce(txn_request(b"u", 0)).error_code == Errors.TRANSACTION_ABORTABLE.code  # not added
+    assert produce(txn_request(b"u", 0, version=1)).error_code == Errors.INVALID_TXN_STATE.code  # older clients
+    assert produce(txn_request(b"u", 0, epoch=5)).error_code == Errors.INVALID_PRODUCER_EPOCH.code  # fenced
+    assert fetch(cluster, "leader-errors", True).last_stable_offset == 1  # no transaction was opened
+    assert partition_codes(coordinator_call(cluster, "add_partitions_to_txn",
+                                            add_partitions("leader-txn", pid, 0, "leader-errors"))) == [0]
+    assert produce(txn_request(b"t", 0)).error_code == 0
+    assert produce(produce_request("leader-errors", [b"p"], pid, 0, 1)).error_code == Errors.INVALID_TXN_STATE.code
     assert produce(produce_request("leader-errors", [b"t"], -1, -1, -1, txn=True)).error_code == \
         Errors.INVALID_REQUEST.code
 
-    def markers(pid, epoch, commit, topic="leader-errors"):
+    def markers(pid, epoch, commit, topic="leader-errors", version=1):
         r = ray.get(leader.write_txn_markers.remote(WriteTxnMarkersRequest((WritableTxnMarker(
-            pid, epoch, commit, (WritableTxnMarkerTopic(topic, (0,)),)),))), timeout=30)
+            pid, epoch, commit, (WritableTxnMarkerTopic(topic, (0,)),), transaction_version=version),))), timeout=30)
         return [p.error_code for m in r.markers for t in m.topics for p in t.partitions]
 
-    assert markers(900002, -1, True) == [Errors.INVALID_PRODUCER_EPOCH.code]
-    assert markers(900002, 0, True, topic="elsewhere") == [Errors.NOT_LEADER_OR_FOLLOWER.code]
+    assert markers(pid, -1, True) == [Errors.INVALID_PRODUCER_EPOCH.code]
+    assert markers(pid, 0, True, version=2) == [Errors.INVALID_PRODUCER_EPOCH.code]  # version 2 bumps first
+    assert markers(pid, 0, True, topic="elsewhere") == [Errors.NOT_LEADER_OR_FOLLOWER.code]
     assert values(cluster, "leader-errors") == [b"a"]  # the transaction is still open
-    assert markers(900002, 0, True) == [0]
+    # The coordinator's own commit writes the version 2 marker, at epoch 1.
+    assert coordinator_call(cluster, "end_txn", EndTxnRequest("leader-txn", pid, 0, True)).producer_epoch == 1
     assert values(cluster, "leader-errors") == [b"a", b"t"]
     assert fetch(cluster, "leader-errors", True).last_stable_offset == 3
 

@@ -15,7 +15,10 @@ def request(values, pid=-1, epoch=-1, seq=-1, txn=False):
 
 
 def produce(plog, values, **kw):
-    base = plog.append(request(values, **kw), 0)
+    """As a leader does, with a transaction coordinator that has the partition in the
+    producer's transaction: verify what needs it, then append."""
+    r = request(values, **kw)
+    base = plog.append(r, 0, plog.verification_guard(r))
     plog.flush()
     return base
 
@@ -105,6 +108,29 @@ def test_markers_from_an_older_epoch_or_coordinator_are_refused(plog):
         plog.append_control_marker(1, 3, True, 4, 0)
     assert e.value.error is Errors.TRANSACTION_COORDINATOR_FENCED
     assert plog.log_end_offset == 2
+
+
+def test_read_committed_waits_for_the_marker_to_be_durable(plog):
+    produce(plog, [b"a", b"b"], pid=1, epoch=0, seq=0, txn=True)  # 0-1, durable
+    assert plog.append_control_marker(1, 1, True, 0, 0, transaction_version=2) == 2  # not flushed yet
+    r = plog.fetch(0, 1 << 20, isolation_level=READ_COMMITTED)
+    assert (r.high_watermark, r.last_stable_offset) == (2, 0)
+    assert committed_values(plog) == [] and plog.list_offsets(LATEST_TIMESTAMP, READ_COMMITTED).offset == 0
+    plog.flush()
+    assert plog.last_stable_offset == 3 and committed_values(plog) == [b"a", b"b"]
+
+
+def test_an_unverified_transactional_batch_is_refused(plog):
+    # The leader appends a batch that opens a transaction only with the guard of its
+    # verification by the transaction coordinator, so no hanging transaction can start.
+    with pytest.raises(KafkaError) as e:
+        plog.append(request([b"x"], pid=1, epoch=0, seq=0, txn=True), 0)
+    assert e.value.error is Errors.INVALID_TXN_STATE
+    assert plog.log_end_offset == 0 and plog.last_stable_offset == plog.high_watermark
+    guard = plog.verification_guard(request([b"x"], pid=1, epoch=0, seq=0, txn=True))
+    assert guard is not None and plog.verification_guard(request([b"x"])) is None
+    plog.append(request([b"x"], pid=1, epoch=0, seq=0, txn=True), 0, guard)
+    assert plog.verification_guard(request([b"y"], pid=1, epoch=0, seq=1, txn=True)) is None  # it is open now
 
 
 def test_a_plain_batch_inside_a_transaction_is_refused(plog):

@@ -47,9 +47,10 @@ def add(h, tid, pid, epoch, partitions):
     return h.call(lambda s, now: s.add_partitions_to_txn(add_request(tid, pid, epoch, partitions), now))
 
 
-def end(h, tid, pid, epoch, commit=True):
-    """Send EndTxn; returns its PendingWrite (done at once for an error or a retry)."""
-    return h.write(lambda s, now: s.end_txn(EndTxnRequest(tid, pid, epoch, commit), now))
+def end(h, tid, pid, epoch, commit=True, version=2):
+    """Send EndTxn of transaction version `version`; returns its PendingWrite (done at once
+    for an error or a retry)."""
+    return h.write(lambda s, now: s.end_txn(EndTxnRequest(tid, pid, epoch, commit, version), now))
 
 
 def finish_markers(h):
@@ -79,10 +80,13 @@ class Partition:
         self.state = ProducerStateManager()
         self.now = 0
 
-    def produce(self, pid: int, epoch: int, seq: int, count: int = 1, txn: bool = False):
-        """Returns (first offset, last offset) acknowledged to the producer."""
+    def produce(self, pid: int, epoch: int, seq: int, count: int = 1, txn: bool = False, version: int = 1):
+        """Returns (first offset, last offset) acknowledged to the producer. A transactional
+        batch that needs it is verified first, as by a coordinator that has the partition in
+        the producer's transaction."""
         self.now += 1
-        checked = self.state.validate_append(pid, epoch, seq, count, txn, self.log.end_offset, self.now)
+        guard = self.state.verification_guard(pid, epoch, seq, version >= 2) if txn else None
+        checked = self.state.validate_append(pid, epoch, seq, count, txn, self.log.end_offset, self.now, guard)
         if isinstance(checked, DuplicateBatch):
             return tuple(checked)
         payload = encode_records([(self.now, None, b"v%d" % i, ()) for i in range(count)])
@@ -92,9 +96,9 @@ class Partition:
         self.state.apply(checked)
         return base, base + count - 1
 
-    def marker(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int = 0):
+    def marker(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int = 0, version: int = 1):
         self.now += 1
-        self.state.validate_control_marker(pid, epoch, coordinator_epoch)
+        self.state.validate_control_marker(pid, epoch, coordinator_epoch, version)
         offset = self.log.append(encode_control(commit, coordinator_epoch, self.now), 1, self.now,
                                  attributes=ATTR_CONTROL | ATTR_TRANSACTIONAL, producer_id=pid, producer_epoch=epoch)
         self.log.flush()

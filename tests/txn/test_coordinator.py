@@ -99,8 +99,20 @@ def test_init_rejects_bad_requests(tmp_path):
     raises(Errors.INVALID_TRANSACTION_TIMEOUT, lambda: init(h, timeout_ms=0))
     raises(Errors.INVALID_REQUEST, lambda: init(h, tid=""))
     raises(Errors.INVALID_REQUEST, lambda: init(h, producer_id=3))
+    raises(Errors.INVALID_REQUEST, lambda: init(h, producer_epoch=0))
+    raises(Errors.INVALID_REQUEST, lambda: init(h, producer_id=-5))  # a producer id without an epoch
     assert h.shard.transactions == {}
     assert init(h, timeout_ms=10000).producer_epoch == 0
+
+
+def test_init_refuses_a_negative_producer_id_only_where_kafka_does(tmp_path):
+    # KafkaApis refuses only a pair with exactly one of them -1; any other pair is the
+    # producer's own, and one the coordinator does not know is fenced.
+    h = harness(tmp_path)
+    assert init(h, producer_id=-5, producer_epoch=0) == InitProducerIdResponse(producer_id=0, producer_epoch=0)
+    raises(Errors.PRODUCER_FENCED, lambda: init(h, producer_id=-5, producer_epoch=0))
+    raises(Errors.INVALID_REQUEST, lambda: init(h, producer_id=-1, producer_epoch=0))
+    assert txn(h).producer_epoch == 0
 
 
 def test_default_max_timeout_is_fifteen_minutes(tmp_path):
@@ -116,18 +128,18 @@ def test_ids_of_other_coordinator_partitions_are_refused(tmp_path):
     assert init(h, tid=mine).producer_epoch == 0
 
 
-def test_init_fences_an_ongoing_transaction_and_aborts_it(tmp_path):
-    h = harness(tmp_path)
+def test_init_fences_an_ongoing_transaction_and_aborts_it_under_version_1(tmp_path):
+    h = harness(tmp_path, **{"transaction.version": 1})
     init(h)
     add(h, "tx", 0, 0, [T0])
     h.clock.now_ms = 500
     records, pending = run(h, init_op())
     assert pending.result() == InitProducerIdResponse(error_code=Errors.CONCURRENT_TRANSACTIONS.code)
     assert records == [transaction_log_record("tx", TransactionLogValue(
-        0, -1, -1, 1, -1, 60000, S.PREPARE_ABORT.id, (TransactionLogPartitions("orders", (0,)),), 500, 0))]
+        0, -1, -1, 1, -1, 60000, S.PREPARE_ABORT.id, (TransactionLogPartitions("orders", (0,)),), 500, 0, 1))]
     assert h.read(lambda s: s.pending_markers()) == [TxnMarkers("tx", 0, 1, False, (T0,))]
     # The zombie can do nothing more.
-    raises(Errors.PRODUCER_FENCED, lambda: end(h, "tx", 0, 0).result())
+    raises(Errors.PRODUCER_FENCED, lambda: end(h, "tx", 0, 0, version=1).result())
     raises(Errors.PRODUCER_FENCED, lambda: h.call(lambda s, now: s.add_offsets_to_txn(
         AddOffsetsToTxnRequest("tx", 0, 0, "g"), now)))
     # The new producer retries while the abort completes.
@@ -135,6 +147,24 @@ def test_init_fences_an_ongoing_transaction_and_aborts_it(tmp_path):
     finish_markers(h)
     assert txn(h).state is S.COMPLETE_ABORT
     assert init(h) == InitProducerIdResponse(producer_id=0, producer_epoch=2)
+
+
+def test_init_fences_an_ongoing_transaction_and_aborts_it(tmp_path):
+    # Version 2 (the default): the fencing abort takes the cluster's version, so it bumps
+    # for the fence and again for the abort, and the markers carry that epoch.
+    h = harness(tmp_path)
+    init(h)
+    add(h, "tx", 0, 0, [T0])
+    h.clock.now_ms = 500
+    records, pending = run(h, init_op())
+    assert pending.result() == InitProducerIdResponse(error_code=Errors.CONCURRENT_TRANSACTIONS.code)
+    assert records == [transaction_log_record("tx", TransactionLogValue(
+        0, -1, -1, 2, 1, 60000, S.PREPARE_ABORT.id, (TransactionLogPartitions("orders", (0,)),), 500, 0, 2))]
+    assert h.read(lambda s: s.pending_markers()) == [TxnMarkers("tx", 0, 2, False, (T0,), 2)]
+    raises(Errors.PRODUCER_FENCED, lambda: end(h, "tx", 0, 0).result())
+    raises(Errors.CONCURRENT_TRANSACTIONS, lambda: init(h))
+    finish_markers(h)
+    assert init(h) == InitProducerIdResponse(producer_id=0, producer_epoch=3)
 
 
 def test_epoch_overflow_rotates_the_producer_id(tmp_path):
@@ -200,13 +230,13 @@ def test_add_partitions_errors_per_transaction(tmp_path):
     init(h, "a")
     init(h, "b")  # producer id 1
     add(h, "b", 1, 0, [T0])
-    end(h, "b", 1, 0)
+    end(h, "b", 1, 0)  # PrepareCommit at epoch 1
     request = add_request("a", 0, 0, [T0])
     request = type(request)(request.transactions
                             + add_request("a", 0, 7, [T1]).transactions
                             + add_request("a", 9, 0, [T1]).transactions
                             + add_request("nobody", 0, 0, [T1]).transactions
-                            + add_request("b", 1, 0, [T1]).transactions
+                            + add_request("b", 1, 1, [T1]).transactions
                             + add_request("", 0, 0, [T1]).transactions)
     response = h.call(lambda s, now: s.add_partitions_to_txn(request, now))
     assert response.results_by_transaction == (
@@ -219,16 +249,33 @@ def test_add_partitions_errors_per_transaction(tmp_path):
     assert txn(h, "a").topic_partitions == {T0}
 
 
-def test_verify_only_checks_without_adding(tmp_path):
+def test_verify_only_answers_each_partition_without_adding(tmp_path):
+    # Kafka's handleVerifyPartitionsInTransaction: past the producer id, epoch and
+    # completion checks, NONE for a partition in the transaction and TRANSACTION_ABORTABLE
+    # for one that is not, whatever the state.
     h = harness(tmp_path)
     init(h)
+
+    def verify(parts, epoch=0, pid=0, tid="tx"):
+        return h.call(lambda s, now: s.add_partitions_to_txn(
+            add_request(tid, pid, epoch, parts, verify_only=True), now)).results_by_transaction[0]
+
+    def answers(parts, **kw):
+        return {(t.name, p.partition_index): Errors.for_code(p.partition_error_code)
+                for t in verify(parts, **kw).topic_results for p in t.results_by_partition}
+
+    assert answers([T0]) == {T0: Errors.TRANSACTION_ABORTABLE}  # Empty: no transaction
     add(h, "tx", 0, 0, [T0])
-    verify = lambda parts, epoch=0: h.call(lambda s, now: s.add_partitions_to_txn(  # noqa: E731
-        add_request("tx", 0, epoch, parts, verify_only=True), now)).results_by_transaction[0]
-    assert verify([T0]) == _result("tx", Errors.NONE, [T0])
-    assert verify([T1]) == _result("tx", Errors.INVALID_TXN_STATE, [T1])
+    assert answers([T0, T1, ("x", 2)]) == {T0: Errors.NONE, T1: Errors.TRANSACTION_ABORTABLE,
+                                           ("x", 2): Errors.TRANSACTION_ABORTABLE}
     assert verify([T0], epoch=3) == _result("tx", Errors.PRODUCER_FENCED, [T0])
+    assert verify([T0], pid=9) == _result("tx", Errors.INVALID_PRODUCER_ID_MAPPING, [T0])
+    assert verify([T0], tid="nobody") == _result("nobody", Errors.INVALID_PRODUCER_ID_MAPPING, [T0])
     assert txn(h).topic_partitions == {T0}
+    end(h, "tx", 0, 0)  # PrepareCommit at epoch 1
+    assert verify([T0], epoch=1) == _result("tx", Errors.CONCURRENT_TRANSACTIONS, [T0])
+    finish_markers(h)
+    assert answers([T0], epoch=1) == {T0: Errors.TRANSACTION_ABORTABLE}  # CompleteCommit: not any more
 
 
 def test_add_offsets_adds_the_groups_offsets_partition(tmp_path):
@@ -246,18 +293,18 @@ def test_add_offsets_adds_the_groups_offsets_partition(tmp_path):
 # ---------------------------------------------------------------------- EndTxn
 
 
-def test_commit_is_two_phase_and_answers_after_the_markers(tmp_path):
+def test_commit_is_two_phase_and_answers_after_the_markers_under_version_1(tmp_path):
     h = harness(tmp_path)
     init(h)
     add(h, "tx", 0, 0, [T1, T0])
     h.clock.now_ms = 300
-    records, pending = run(h, lambda s, now: s.end_txn(EndTxnRequest("tx", 0, 0, True), now))
+    records, pending = run(h, lambda s, now: s.end_txn(EndTxnRequest("tx", 0, 0, True, 1), now))
     assert records == [transaction_log_record("tx", TransactionLogValue(
-        0, -1, -1, 0, -1, 60000, S.PREPARE_COMMIT.id, (TransactionLogPartitions("orders", (0, 1)),), 300, 0))]
+        0, -1, -1, 0, -1, 60000, S.PREPARE_COMMIT.id, (TransactionLogPartitions("orders", (0, 1)),), 300, 0, 1))]
     assert not pending.done
     assert h.read(lambda s: s.pending_markers()) == [TxnMarkers("tx", 0, 0, True, (T0, T1))]
-    raises(Errors.CONCURRENT_TRANSACTIONS, lambda: end(h, "tx", 0, 0).result())
-    raises(Errors.INVALID_TXN_STATE, lambda: end(h, "tx", 0, 0, commit=False).result())
+    raises(Errors.CONCURRENT_TRANSACTIONS, lambda: end(h, "tx", 0, 0, version=1).result())
+    raises(Errors.INVALID_TXN_STATE, lambda: end(h, "tx", 0, 0, commit=False, version=1).result())
     assert add(h, "tx", 0, 0, [T0]).results_by_transaction == (_result("tx", Errors.CONCURRENT_TRANSACTIONS, [T0]),)
     h.clock.now_ms = 400
     # The markers are durable: the commit is visible, so EndTxn is answered before the
@@ -266,12 +313,12 @@ def test_commit_is_two_phase_and_answers_after_the_markers(tmp_path):
     assert records == [] and pending.result() == EndTxnResponse()
     records, done = run(h, lambda s, now: s.complete_markers("tx", 0, 0, now))
     assert records == [transaction_log_record("tx", TransactionLogValue(
-        0, -1, -1, 0, -1, 60000, S.COMPLETE_COMMIT.id, (), 400, 0))]
+        0, -1, -1, 0, -1, 60000, S.COMPLETE_COMMIT.id, (), 400, 0, 1))]
     assert h.read(lambda s: s.pending_markers()) == []
     # A retry of the completed commit succeeds with nothing to write; an abort cannot.
-    records, retry = run(h, lambda s, now: s.end_txn(EndTxnRequest("tx", 0, 0, True), now))
+    records, retry = run(h, lambda s, now: s.end_txn(EndTxnRequest("tx", 0, 0, True, 1), now))
     assert (records, retry.result()) == ([], EndTxnResponse())
-    raises(Errors.INVALID_TXN_STATE, lambda: end(h, "tx", 0, 0, commit=False).result())
+    raises(Errors.INVALID_TXN_STATE, lambda: end(h, "tx", 0, 0, commit=False, version=1).result())
     raises(Errors.INVALID_TXN_STATE, lambda: h.call(lambda s, now: s.complete_markers("tx", 0, 0, now)))
     # The next transaction starts from CompleteCommit.
     h.clock.now_ms = 500
@@ -279,26 +326,119 @@ def test_commit_is_two_phase_and_answers_after_the_markers(tmp_path):
     assert (txn(h).state, txn(h).txn_start_timestamp, txn(h).topic_partitions) == (S.ONGOING, 500, {T1})
 
 
-def test_abort(tmp_path):
+def test_abort_under_version_1(tmp_path):
     h = harness(tmp_path)
     init(h)
     add(h, "tx", 0, 0, [T0])
-    pending = end(h, "tx", 0, 0, commit=False)
+    pending = end(h, "tx", 0, 0, commit=False, version=1)
     assert txn(h).state is S.PREPARE_ABORT
-    raises(Errors.CONCURRENT_TRANSACTIONS, lambda: end(h, "tx", 0, 0, commit=False).result())
-    raises(Errors.INVALID_TXN_STATE, lambda: end(h, "tx", 0, 0, commit=True).result())
+    raises(Errors.CONCURRENT_TRANSACTIONS, lambda: end(h, "tx", 0, 0, commit=False, version=1).result())
+    raises(Errors.INVALID_TXN_STATE, lambda: end(h, "tx", 0, 0, commit=True, version=1).result())
     finish_markers(h)
     assert pending.result() == EndTxnResponse()
     assert txn(h).state is S.COMPLETE_ABORT
-    assert end(h, "tx", 0, 0, commit=False).result() == EndTxnResponse()
+    assert end(h, "tx", 0, 0, commit=False, version=1).result() == EndTxnResponse()
+    raises(Errors.INVALID_TXN_STATE, lambda: end(h, "tx", 0, 0, commit=True, version=1).result())
+    # Version 1 has no abort without a transaction.
+    init(h, producer_id=0, producer_epoch=0)
+    raises(Errors.INVALID_TXN_STATE, lambda: end(h, "tx", 0, 1, commit=False, version=1).result())
+
+
+def test_version_2_commit_bumps_the_epoch_and_answers_with_it(tmp_path):
+    # KIP-890 part 2: PrepareCommit carries epoch + 1 (the markers are written with it) and
+    # EndTxn v5 answers with the producer id and epoch to go on with.
+    h = harness(tmp_path)
+    init(h)
+    add(h, "tx", 0, 0, [T1, T0])
+    h.clock.now_ms = 300
+    records, pending = run(h, lambda s, now: s.end_txn(EndTxnRequest("tx", 0, 0, True), now))
+    assert records == [transaction_log_record("tx", TransactionLogValue(
+        0, -1, -1, 1, 0, 60000, S.PREPARE_COMMIT.id, (TransactionLogPartitions("orders", (0, 1)),), 300, 0, 2))]
+    assert h.read(lambda s: s.pending_markers()) == [TxnMarkers("tx", 0, 1, True, (T0, T1), 2)]
+    assert TxnMarkers("tx", 0, 1, True, (T0,), 2).requests_by_partition()[T0].markers[0].transaction_version == 2
+    raises(Errors.CONCURRENT_TRANSACTIONS, lambda: end(h, "tx", 0, 0).result())  # a retry
+    raises(Errors.PRODUCER_FENCED, lambda: end(h, "tx", 0, 1).result())  # the epoch it was not told yet
+    raises(Errors.PRODUCER_FENCED, lambda: h.call(lambda s, now: s.add_offsets_to_txn(
+        AddOffsetsToTxnRequest("tx", 0, 0, "g"), now)))
+    h.clock.now_ms = 400
+    h.write(lambda s, now: s.markers_written("tx"))
+    assert pending.result() == EndTxnResponse(producer_id=0, producer_epoch=1)
+    records, _ = run(h, lambda s, now: s.complete_markers("tx", 0, 1, now))
+    assert records == [transaction_log_record("tx", TransactionLogValue(
+        0, -1, -1, 1, 0, 60000, S.COMPLETE_COMMIT.id, (), 400, 0, 2))]
+    # A retry with the old epoch gets the same answer; the new epoch cannot commit nothing.
+    assert end(h, "tx", 0, 0).result() == EndTxnResponse(producer_id=0, producer_epoch=1)
+    raises(Errors.INVALID_TXN_STATE, lambda: end(h, "tx", 0, 1).result())
+    raises(Errors.INVALID_TXN_STATE, lambda: end(h, "tx", 0, 0, commit=False).result())
+    # The old epoch is fenced for the next transaction; the new one starts it.
+    assert add(h, "tx", 0, 0, [T0]).results_by_transaction == (_result("tx", Errors.PRODUCER_FENCED, [T0]),)
+    add(h, "tx", 0, 1, [T0])
+    assert (txn(h).state, txn(h).producer_epoch) == (S.ONGOING, 1)
+    before = state_of(h)
+    h.reload()
+    assert state_of(h) == before
+
+
+def test_version_2_abort_without_a_transaction_bumps_the_epoch(tmp_path):
+    # Kafka's table for Empty, CompleteAbort and CompleteCommit under version 2: an abort
+    # with the current epoch bumps it (an empty transaction, no markers), a retry of the
+    # finished outcome answers NONE, anything else is INVALID_TXN_STATE or PRODUCER_FENCED.
+    h = harness(tmp_path)
+    init(h)
+    raises(Errors.INVALID_TXN_STATE, lambda: end(h, "tx", 0, 0).result())  # Empty: nothing to commit
+    h.clock.now_ms = 700
+    aborted = end(h, "tx", 0, 0, commit=False)
+    t = txn(h)
+    assert (t.state, t.producer_epoch, t.topic_partitions, t.txn_start_timestamp) == (S.PREPARE_ABORT, 1, set(), 700)
+    assert h.read(lambda s: s.pending_markers()) == [TxnMarkers("tx", 0, 1, False, (), 2)]
+    finish_markers(h)
+    assert aborted.result() == EndTxnResponse(producer_id=0, producer_epoch=1)
+    assert end(h, "tx", 0, 0, commit=False).result() == EndTxnResponse(producer_id=0, producer_epoch=1)  # retry
     raises(Errors.INVALID_TXN_STATE, lambda: end(h, "tx", 0, 0, commit=True).result())
+    raises(Errors.PRODUCER_FENCED, lambda: end(h, "tx", 0, 5, commit=False).result())
+    # CompleteAbort, current epoch: another empty abort.
+    again = end(h, "tx", 0, 1, commit=False)
+    finish_markers(h)
+    assert again.result() == EndTxnResponse(producer_id=0, producer_epoch=2)
+    # Empty after InitProducerId: a retry (epoch - 1) is fenced.
+    init(h, producer_id=0, producer_epoch=2)
+    assert txn(h).state is S.EMPTY and txn(h).producer_epoch == 3
+    raises(Errors.PRODUCER_FENCED, lambda: end(h, "tx", 0, 2, commit=False).result())
+
+
+def test_version_2_epoch_overflow_rotates_the_producer_id_at_the_end(tmp_path):
+    h = harness(tmp_path)
+    init(h)  # producer id 0; the block's next id is 1
+    worn = TransactionLogValue(0, -1, -1, 32766, 32765, 60000, S.ONGOING.id,
+                               (TransactionLogPartitions("orders", (0,)),), 0, 0, 2)
+    h.call(lambda s, now: Result([transaction_log_record("tx", worn)]))
+    h.clock.now_ms = 50
+    records, pending = run(h, lambda s, now: s.end_txn(EndTxnRequest("tx", 0, 32766, True), now))
+    # The Prepare record reaches Short.MAX_VALUE and names the next producer id; the
+    # markers are written with the old id at that epoch.
+    assert records == [transaction_log_record("tx", TransactionLogValue(
+        0, -1, 1, 32767, 32766, 60000, S.PREPARE_COMMIT.id, (TransactionLogPartitions("orders", (0,)),), 50, 0, 2))]
+    assert h.read(lambda s: s.pending_markers()) == [TxnMarkers("tx", 0, 32767, True, (T0,), 2)]
+    finish_markers(h)
+    assert pending.result() == EndTxnResponse(producer_id=1, producer_epoch=0)
+    t = txn(h)
+    assert (t.producer_id, t.previous_producer_id, t.producer_epoch, t.last_producer_epoch, t.next_producer_id) == (
+        1, 0, 0, 32766, -1)
+    # A retry that never saw the rotation names the old id at the last epoch.
+    assert end(h, "tx", 0, 32766).result() == EndTxnResponse(producer_id=1, producer_epoch=0)
+    raises(Errors.INVALID_PRODUCER_ID_MAPPING, lambda: end(h, "tx", 0, 5).result())
+    add(h, "tx", 1, 0, [T0])
+    assert txn(h).state is S.ONGOING
+    before = state_of(h)
+    h.reload()
+    assert state_of(h) == before
 
 
 def test_end_txn_errors(tmp_path):
     h = harness(tmp_path)
     raises(Errors.INVALID_PRODUCER_ID_MAPPING, lambda: end(h, "tx", 0, 0).result())
     init(h)
-    raises(Errors.INVALID_TXN_STATE, lambda: end(h, "tx", 0, 0).result())  # Empty: nothing to end
+    raises(Errors.INVALID_TXN_STATE, lambda: end(h, "tx", 0, 0).result())  # Empty: nothing to commit
     add(h, "tx", 0, 0, [T0])
     before = state_of(h)
     raises(Errors.INVALID_PRODUCER_ID_MAPPING, lambda: end(h, "tx", 5, 0).result())
@@ -318,10 +458,11 @@ def test_a_restarted_coordinator_finishes_the_markers(tmp_path, commit):
     h.reload()
     assert pending.done and pending.error.error is Errors.NOT_COORDINATOR  # the client retries
     assert state_of(h) == before
-    assert h.read(lambda s: s.pending_markers()) == [TxnMarkers("tx", 0, 0, commit, (T0, T1))]
+    assert h.read(lambda s: s.pending_markers()) == [TxnMarkers("tx", 0, 1, commit, (T0, T1), 2)]
     finish_markers(h)
     assert txn(h).state is (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT)
-    assert end(h, "tx", 0, 0, commit=commit).result() == EndTxnResponse()  # the client's retry
+    # The client's retry names the epoch it had and learns the bumped one.
+    assert end(h, "tx", 0, 0, commit=commit).result() == EndTxnResponse(producer_id=0, producer_epoch=1)
     after = state_of(h)
     h.reload()
     assert state_of(h) == after and h.read(lambda s: s.pending_markers()) == []

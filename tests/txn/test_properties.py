@@ -91,6 +91,7 @@ def test_coordinator_state_survives_reload(ops):
     with tempfile.TemporaryDirectory() as d:
         h = harness(pathlib.Path(d))
         producers: dict[str, tuple[int, int]] = {}
+        ends = {}  # transactional id -> its EndTxn in flight (version 2 answers with the new epoch)
         for op in ops:
             try:
                 if op[0] == "init":
@@ -105,9 +106,14 @@ def test_coordinator_state_survives_reload(ops):
                     elif op[0] == "offsets":
                         h.call(lambda s, now: s.add_offsets_to_txn(AddOffsetsToTxnRequest(tid, pid, epoch, "g"), now))
                     else:
-                        h.write(lambda s, now: s.end_txn(EndTxnRequest(tid, pid, epoch, op[2]), now))
+                        ends[tid] = h.write(lambda s, now: s.end_txn(EndTxnRequest(tid, pid, epoch, op[2]), now))
                 elif op[0] == "markers":
                     finish_markers(h)
+                    for tid, pending in list(ends.items()):
+                        if pending.done:
+                            del ends[tid]
+                            if pending.error is None and pending.result().producer_id >= 0:
+                                producers[tid] = (pending.result().producer_id, pending.result().producer_epoch)
                 elif op[0] == "advance":
                     h.advance(op[1])
             except KafkaError:

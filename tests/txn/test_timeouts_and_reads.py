@@ -29,9 +29,10 @@ def test_timed_out_transactions_are_aborted_with_an_epoch_bump(tmp_path):
     assert h.shard.transactions["slow"].state is S.ONGOING
     h.advance(5001)  # the check every 10 s finds "slow" 10 s old
     slow = h.shard.transactions["slow"]
-    assert (slow.state, slow.producer_epoch, slow.txn_last_update_timestamp) == (S.PREPARE_ABORT, 1, 10000)
+    # The cluster's transaction version (2) bumps for the fence and again for the abort.
+    assert (slow.state, slow.producer_epoch, slow.txn_last_update_timestamp) == (S.PREPARE_ABORT, 2, 10000)
     assert h.shard.transactions["fast"].state is S.ONGOING
-    assert h.read(lambda s: s.pending_markers()) == [TxnMarkers("slow", 0, 1, False, (T0,))]
+    assert h.read(lambda s: s.pending_markers()) == [TxnMarkers("slow", 0, 2, False, (T0,), 2)]
     # The producer learns it was fenced.
     with pytest.raises(KafkaError) as e:
         end(h, "slow", 0, 0)
@@ -48,11 +49,19 @@ def test_a_fenced_producer_resuming_with_its_old_epoch_is_fenced(tmp_path):
     add(h, "slow", 0, 0, [T0])
     h.advance(10000)
     finish_markers(h)
-    assert h.shard.transactions["slow"].producer_epoch == 1
+    assert h.shard.transactions["slow"].producer_epoch == 2
     with pytest.raises(KafkaError) as e:
         init(h, "slow", producer_id=0, producer_epoch=0)
     assert e.value.error is Errors.PRODUCER_FENCED
-    assert init(h, "slow").producer_epoch == 2
+    assert init(h, "slow").producer_epoch == 3
+
+
+def test_timed_out_transactions_under_version_1_bump_once(tmp_path):
+    h = harness(tmp_path, **{"transaction.version": 1})
+    init(h, "slow", timeout_ms=1000)
+    add(h, "slow", 0, 0, [T0])
+    h.advance(10000)
+    assert h.read(lambda s: s.pending_markers()) == [TxnMarkers("slow", 0, 1, False, (T0,), 1)]
 
 
 def test_cleanup_interval_is_configurable(tmp_path):
