@@ -249,8 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _load_command_groups() -> None:
     from .cli_groups import add_commands as add_group_commands
-    if add_group_commands not in COMMAND_GROUPS:
-        COMMAND_GROUPS.append(add_group_commands)
+    from .cli_log import add_commands as add_log_commands
+    for add in (add_group_commands, add_log_commands):
+        if add not in COMMAND_GROUPS:
+            COMMAND_GROUPS.append(add)
     try:
         from spark_bridge.cli import add_commands
     except ImportError:
@@ -265,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.ERROR)
     from .cluster import DeploymentNotFound
     try:
-        args.func(args)
+        code = args.func(args)  # a command that finds problems (`log verify`) returns 1
+        return code if isinstance(code, int) else 0
     except KafkaError as e:
         print(f"error: {e.error.name}: {e.message}", file=sys.stderr)
         return 1
@@ -275,9 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConnectionError as e:
         print(f"error: cannot reach the Ray cluster at {args.address}: {e}", file=sys.stderr)
         return 1
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
-    return 0
 
 
 if __name__ == "__main__":

@@ -202,6 +202,21 @@ class Manifest:
         return cls([SegmentInfo.from_json(s) for s in d["segments"]], d.get("log_start_offset", 0))
 
 
+def is_log_dir(path: str) -> bool:
+    names = os.listdir(path)
+    return MANIFEST in names or any(SEGMENT_RE.match(n) or COMPACTED_RE.match(n) for n in names)
+
+
+def log_dirs(path: str) -> list[str]:
+    """The log folders at ``path``: the folder itself if it is a log, else every log folder in it."""
+    path = os.path.abspath(path)
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"no log or data directory at {path}")
+    if is_log_dir(path):
+        return [path]
+    return [d for d in sorted(os.path.join(path, n) for n in os.listdir(path)) if os.path.isdir(d) and is_log_dir(d)]
+
+
 def segment_file_name(base_offset: int) -> str:
     return f"{base_offset:020d}.log"
 

@@ -21,14 +21,15 @@ from typing import Any, Callable, Iterator
 
 from runtime import codec
 from runtime.errors import CorruptRecordError
-from runtime.log import ATTR_COMPACTED, ATTR_CONTROL, MANIFEST, Batch, read_manifest, rebuild_manifest, scan_batches
+from runtime.log import ATTR_COMPACTED, ATTR_CONTROL, Batch, read_manifest, rebuild_manifest, scan_batches
+from runtime.logformat import log_dirs
+from runtime.topics.metadata import is_internal
 
 RECORDS_SCHEMA = ("log string, partition int, offset long, batch_timestamp long, record_type string, "
                   "key string, value string, tombstone boolean")
 SEGMENTS_SCHEMA = ("log string, partition int, path string, base_offset long, end_offset long, active boolean, "
                    "data boolean")
 _LOG_NAME = re.compile(r"^(.+)-(\d+)$")
-_SEGMENT_FILE = re.compile(r"^\d{20}(-\d{20}\.compacted)?\.log$")
 
 
 class CorruptSegmentError(Exception):
@@ -53,10 +54,6 @@ def raise_corrupt_segment(exc: BaseException) -> None:
         raise CorruptSegmentError(m.group(1), int(m.group(2)), m.group(3).strip()) from None
 
 
-def is_internal(log_name: str) -> bool:
-    return log_name.startswith("__")
-
-
 @dataclass(frozen=True)
 class LogInfo:
     name: str  # the folder name, e.g. "__consumer_offsets-3" or "orders-0"
@@ -69,22 +66,12 @@ class LogInfo:
         return is_internal(self.topic)
 
 
-def _is_log_dir(path: str) -> bool:
-    names = os.listdir(path)
-    return MANIFEST in names or any(_SEGMENT_FILE.match(n) for n in names)
-
-
 def find_logs(path: str) -> list[LogInfo]:
     """The logs at `path`: the folder itself if it is a log, else every log folder in it."""
-    path = os.path.abspath(path)
-    if not os.path.isdir(path):
-        raise FileNotFoundError(f"no log or data directory at {path}")
-    candidates = [path] if _is_log_dir(path) else sorted(
-        os.path.join(path, n) for n in os.listdir(path) if os.path.isdir(os.path.join(path, n)))
     out = []
-    for d in candidates:
+    for d in log_dirs(path):
         m = _LOG_NAME.match(os.path.basename(d))
-        if m and _is_log_dir(d):
+        if m:
             out.append(LogInfo(os.path.basename(d), m.group(1), int(m.group(2)), d))
     return out
 

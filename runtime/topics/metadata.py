@@ -34,6 +34,11 @@ class TopicInfo:
     configs: dict
 
 
+def is_internal(name: str) -> bool:
+    """Names starting with "__" belong to the coordinators' logs (__consumer_offsets, ...)."""
+    return name.startswith("__")
+
+
 def validate_topic_name(name: str) -> None:
     if not name or name in (".", ".."):
         raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is illegal")
@@ -42,7 +47,7 @@ def validate_topic_name(name: str) -> None:
     if not _LEGAL_TOPIC.match(name):
         raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION,
                          f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'")
-    if name.startswith("__"):
+    if is_internal(name):
         raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"topic names starting with '__' are internal: {name!r}")
 
 

@@ -185,7 +185,7 @@ def test_interrupted_compaction_leaves_the_log_and_the_next_run_succeeds(spark, 
     result = compact_log(spark, directory)
     assert result.status == "compacted"
     assert sorted(os.listdir(directory)) == sorted(
-        [".compaction.lock", ".manifest.lock", "manifest.json"] + [s.file for s in read_manifest(directory).segments])
+        [".compaction.lock", ".lock", ".manifest.lock", "manifest.json"] + [s.file for s in read_manifest(directory).segments])
     assert digest(load_shard(directory, LedgerShard)[0]) == state
 
     again = compact_log(spark, directory)
