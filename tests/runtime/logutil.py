@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 from runtime.codec import Record, decode_records, encode_records
-from runtime.log import FileLog
+from runtime.log import FileLog, LogConfig
 
 from .kv_shard import KvKey, KvValue
 
@@ -17,6 +17,15 @@ def append_kv(log: FileLog, n: int, timestamp: int = 0) -> int:
     """Append a batch of n records whose values are their offsets; returns its base offset."""
     start = log.end_offset
     return log.append(encode_records(kv_records(start, n)), n, timestamp)
+
+
+def log_with_segments(directory, segments: int, segment_bytes: int) -> FileLog:
+    """A flushed log of this many segments, of batches of three records."""
+    log = FileLog(str(directory), LogConfig(segment_bytes=segment_bytes))
+    while len(log.manifest.segments) < segments:
+        append_kv(log, 3)
+    log.flush()
+    return log
 
 
 def values(batches) -> list[int]:

@@ -10,7 +10,7 @@ from runtime.log import (HEADER_SIZE, MANIFEST, FileLog, LogConfig, LogWriteErro
                          segment_file_name)
 from runtime.testing import FaultyIO
 
-from .logutil import append_kv, cut_file, file_bytes, flip_byte, segment_path, values
+from .logutil import append_kv, cut_file, file_bytes, flip_byte, log_with_segments, segment_path, values
 
 
 def open_log(tmp_path, **config):
@@ -149,10 +149,7 @@ def test_a_torn_or_corrupt_tail_is_cut_on_open(tmp_path, damage):
 
 @pytest.mark.parametrize("where", ["first batch", "later batch"])
 def test_corruption_in_a_closed_segment_raises_naming_file_and_offset(tmp_path, where):
-    log = open_log(tmp_path, segment_bytes=400)
-    while len(log.manifest.segments) < 3:
-        append_kv(log, 3)
-    log.flush()
+    log = log_with_segments(tmp_path / "log", 3, 400)
     seg = log.manifest.segments[1]
     path = os.path.join(log.directory, seg.file)
     batches = list(read_batches(log.directory, seg.base_offset, seg.end_offset))

@@ -11,7 +11,7 @@ from runtime.errors import CorruptRecordError
 from runtime.log import FileLog, LogConfig, LogLockedError, LogWriteError, read_batches, read_manifest
 from runtime.testing import FaultyIO
 
-from .logutil import append_kv, cut_file, file_bytes, segment_path, values
+from .logutil import append_kv, cut_file, file_bytes, log_with_segments, segment_path, values
 
 
 def open_log(directory, io=None, **config):
@@ -113,10 +113,7 @@ def test_a_zero_filled_tail_is_cut(tmp_path):
 
 def test_a_missing_active_segment_is_an_error(tmp_path):
     """Finding 5: it used to be recreated empty, losing every batch in it."""
-    log = open_log(tmp_path / "log", segment_bytes=300)
-    while len(log.manifest.segments) < 2:
-        append_kv(log, 3)
-    log.flush()
+    log = log_with_segments(tmp_path / "log", 2, 300)
     active = log.active_segment.file
     log.close()
     os.unlink(os.path.join(log.directory, active))
@@ -129,10 +126,7 @@ def test_a_missing_active_segment_is_an_error(tmp_path):
                                     "first batch renumbered"])
 def test_a_damaged_closed_segment_is_found_on_open(tmp_path, damage):
     """Finding 5: a closed segment cut exactly at a batch boundary used to leave a silent hole."""
-    log = open_log(tmp_path / "log", segment_bytes=300)
-    while len(log.manifest.segments) < 3:
-        append_kv(log, 3)
-    log.flush()
+    log = log_with_segments(tmp_path / "log", 3, 300)
     seg = log.manifest.segments[1]
     path = os.path.join(log.directory, seg.file)
     batches = list(read_batches(log.directory, seg.base_offset, seg.end_offset))
@@ -164,10 +158,7 @@ def test_a_damaged_closed_segment_is_found_on_open(tmp_path, damage):
 def test_a_closed_segment_cut_at_a_boundary_behind_a_stale_manifest_size_is_found_when_read(tmp_path):
     """The size in the manifest agrees (the manifest was edited too), but the offsets do not:
     the batch-by-batch check of a closed segment's first read finds the hole."""
-    log = open_log(tmp_path / "log", segment_bytes=300)
-    while len(log.manifest.segments) < 3:
-        append_kv(log, 3)
-    log.flush()
+    log = log_with_segments(tmp_path / "log", 3, 300)
     seg = log.manifest.segments[1]
     path = os.path.join(log.directory, seg.file)
     last = list(read_batches(log.directory, seg.base_offset, seg.end_offset))[-1]

@@ -14,13 +14,11 @@ from runtime.log import ATTR_CONTROL, ATTR_TRANSACTIONAL, FileLog, LogConfig, re
 from runtime.logcheck import ERROR, WARNING, dump_log, verify_log
 from runtime.topics.data import encode_control, encode_records
 
-from .logutil import append_kv, cut_file, file_bytes, flip_byte
+from .logutil import append_kv, cut_file, file_bytes, flip_byte, log_with_segments
 
 
 def closed_log(tmp_path, name="log", segments=3):
-    log = FileLog(str(tmp_path / name), LogConfig(segment_bytes=300, fsync=False))
-    while len(log.manifest.segments) < segments:
-        append_kv(log, 3)
+    log = log_with_segments(tmp_path / name, segments, 300)
     append_kv(log, 1)  # the active segment holds two batches
     assert len(log.manifest.segments) == segments
     log.flush()
