@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from typing import Any, Coroutine
 
 import ray
@@ -35,6 +36,7 @@ class ClientActor:
         self.namespace = namespace
         self.cluster_config = dict(config)
         self.client_id = client_id
+        self.host = socket.gethostname()  # Kafka's client host, shown by describe
         self._actors = ActorDirectory(namespace)
         self._tasks: set[asyncio.Task] = set()
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import socket
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -94,7 +93,6 @@ class ConsumerActor(ClientActor):
         # Kafka's rule: cooperative only if every configured assignor supports it.
         self.cooperative = all(name == "cooperative-sticky" for name in self.strategies)
         self.rebalance_timeout_ms = settings["rebalance_timeout_ms"] or settings["max_poll_interval_ms"]
-        self.host = socket.gethostname()
         self.subscription: tuple[str, ...] = ()
         self.manual = False
         self.parts: dict[TopicPartition, _Partition] = {}

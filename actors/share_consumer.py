@@ -151,7 +151,8 @@ class ShareConsumerActor(ClientActor):
             interval_s = backoff.next_s()
             try:
                 response = await self._call(self.group_coordinator_name(self.group_id), "share_group_heartbeat",
-                                            request, timeout_s=self.s["request_timeout_ms"] / 1000)
+                                            request, self.client_id, self.host,
+                                            timeout_s=self.s["request_timeout_ms"] / 1000)
                 error = Errors.for_code(response.error_code)
                 if error in (Errors.UNKNOWN_MEMBER_ID, Errors.FENCED_MEMBER_EPOCH):
                     self.member_epoch = 0  # fenced: join again, under the same member id

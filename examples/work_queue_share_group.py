@@ -35,9 +35,9 @@ class Worker:
         return self.name
 
     def drain(self, idle_s: float = 3.0) -> dict:
-        """Work until nothing has come for `idle_s` after the first job; report what happened."""
+        """Work until nothing has come for `idle_s` (the jobs are queued before); report what happened."""
         report = {"worker": self.name, "done": [], "retried": [], "poison": []}
-        last = time.monotonic() + 60  # the first job may take a while to be queued
+        last = time.monotonic()
         while time.monotonic() - last < idle_s:
             records = self.consumer.poll(0.3)
             for r in records:
@@ -63,9 +63,6 @@ def main() -> None:
     config = {"group.share.delivery.count.limit": DELIVERY_LIMIT, "share.auto.offset.reset": "earliest"}
     with Cluster.local(config=config) as cluster:
         cluster.create_topic(TOPIC, 1)  # one partition, yet every worker gets work
-        workers = [Worker.remote(cluster.namespace, f"worker-{i}") for i in range(WORKERS)]
-        ray.get([w.ready.remote() for w in workers])
-        reports = [w.drain.remote() for w in workers]
         with cluster.producer(linger_ms=5) as producer:
             for i in range(JOBS):
                 kind = "poison" if i % 20 == 7 else "flaky" if i % 10 == 3 else "job"
@@ -73,6 +70,9 @@ def main() -> None:
                 if i % 5 == 4:
                     producer.flush()  # small batches: a share fetch acquires whole batches
         print(f"queued {JOBS} jobs on one partition; {WORKERS} workers drain it")
+        workers = [Worker.remote(cluster.namespace, f"worker-{i}") for i in range(WORKERS)]
+        ray.get([w.ready.remote() for w in workers])
+        reports = [w.drain.remote() for w in workers]
         reports = ray.get(reports)
         done, poison = set(), {}
         for r in reports:
