@@ -21,6 +21,10 @@ from . import metrics
 log = logging.getLogger(__name__)
 
 
+# How often a runtime that failed (its log offline, or a load that failed) is loaded again.
+RELOAD_RETRY_S = 1.0
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -62,7 +66,7 @@ class ShardHost:
         elif self.runtime.state is CoordinatorState.FAILED and time.monotonic() >= self._reload_after:
             # A load, or the reload after a failed flush, failed (a disk fault): try again,
             # at most once a second, rather than stay unavailable until Ray restarts us.
-            self._reload_after = time.monotonic() + 1.0
+            self._reload_after = time.monotonic() + RELOAD_RETRY_S
             if self._started.done():
                 self._started = asyncio.get_running_loop().create_task(self._load_then_poll())
             else:
@@ -87,11 +91,19 @@ class ShardHost:
         while self.runtime.state is not CoordinatorState.CLOSED:
             deadline = self.runtime.next_deadline()
             timeout = None if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
+            if self.runtime.state is CoordinatorState.FAILED:
+                # The log went offline and could not be reopened yet: retry on our own, so
+                # that the writes waiting for the cut are answered without another request.
+                timeout = max(self._reload_after - time.monotonic(), 0.0)
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout)
             except asyncio.TimeoutError:
                 pass
             self._wake.clear()
+            if self.runtime.state is CoordinatorState.FAILED and time.monotonic() >= self._reload_after:
+                self._reload_after = time.monotonic() + RELOAD_RETRY_S
+                self._reload()
+                continue
             try:
                 self.runtime.poll(now_ms())
                 self._on_active()
