@@ -84,34 +84,33 @@ def consumer_group_lag(spark, data_dir: str):
 def share_partition_summary(key: dict, records: list[tuple[int, str, dict | None]]) -> dict | None:
     """The loaded state of one share-partition from its records in offset order
     ((offset, record type, value or None)), summarised; None once its state is deleted."""
-    from runtime.share.combiner import combine_state_batches
-    from runtime.share.records import PersisterStateBatch
+    from runtime.share.coordinator import apply_update
+    from runtime.share.records import PersisterStateBatch, ShareSnapshotValue, ShareUpdateValue
 
+    def value_of(cls, value: dict):
+        return cls(**{**value, "state_batches": tuple(PersisterStateBatch(**b) for b in value["state_batches"])})
+
+    # The share coordinator's own replay: a tombstone of either kind forgets the state.
     state = None
     last = -1
     for offset, rtype, value in records:
         last = offset
-        if rtype == "ShareSnapshot":
-            if value is None:
-                state = None
-                continue
-            state = dict(value, state_batches=[PersisterStateBatch(**b) for b in value["state_batches"]])
-        elif value is not None and state is not None:  # a ShareUpdate on top of the snapshot
-            start = value["start_offset"] if value["start_offset"] != -1 else state["start_offset"]
-            state["state_batches"] = combine_state_batches(
-                state["state_batches"], [PersisterStateBatch(**b) for b in value["state_batches"]], start)
-            state["start_offset"] = start
-            state["leader_epoch"] = value["leader_epoch"]
+        if value is None:
+            state = None
+        elif rtype == "ShareSnapshot":
+            state = value_of(ShareSnapshotValue, value)
+        else:
+            state = apply_update(state, value_of(ShareUpdateValue, value))
     if state is None:
         return None
     counts = dict.fromkeys(_RECORD_STATES.values(), 0)
     deliveries: dict[int, int] = {}
-    for b in state["state_batches"]:
+    for b in state.state_batches:
         n = b.last_offset - b.first_offset + 1
         counts[_RECORD_STATES.get(b.delivery_state, "available")] += n
         deliveries[b.delivery_count] = deliveries.get(b.delivery_count, 0) + n
-    return {**key, "state_epoch": state["state_epoch"], "leader_epoch": state["leader_epoch"],
-            "start_offset": state["start_offset"], "in_flight": sum(counts.values()), **counts,
+    return {**key, "state_epoch": state.state_epoch, "leader_epoch": state.leader_epoch,
+            "start_offset": state.start_offset, "in_flight": sum(counts.values()), **counts,
             "max_delivery_count": max(deliveries, default=0),
             "delivery_counts": json.dumps({str(k): v for k, v in sorted(deliveries.items())}), "last_offset": last}
 

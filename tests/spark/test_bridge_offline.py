@@ -99,3 +99,38 @@ def test_progress_bar_lines(capsys):
     bar.close()
     lines = capsys.readouterr().out.splitlines()
     assert [line[:14] for line in lines] == ["[##......] 1/4", "[########] 4/4"] and lines[1].endswith("swapped")
+
+
+def test_the_share_state_summary_replays_as_the_share_coordinator_does():
+    """spark_bridge.analytics used to merge ShareUpdates with a copy of its own: it took an
+    update's leader epoch -1 ("not given") as the epoch, and dropped an update that came
+    before any snapshot."""
+    from runtime.codec import as_dict
+    from runtime.coordinator import CoordinatorContext
+    from runtime.share.coordinator import ShareCoordinatorShard
+    from runtime.share.records import (PersisterStateBatch, ShareSnapshotValue, ShareUpdateValue,
+                                       share_snapshot_record, share_update_record)
+    from runtime.timer import CoordinatorTimer
+    from spark_bridge.analytics import share_partition_summary
+
+    def batch(first, last, state, count):
+        return PersisterStateBatch(first, last, state, count)
+
+    runs = {
+        "snapshot then updates": [
+            share_snapshot_record("g", "t", 0, ShareSnapshotValue(0, 1, 3, 10, 0, 0, 0, (batch(10, 19, 0, 1),))),
+            share_update_record("g", "t", 0, ShareUpdateValue(0, -1, -1, -1, (batch(12, 13, 2, 1),))),
+            share_update_record("g", "t", 0, ShareUpdateValue(0, 4, 14, 2, (batch(15, 15, 4, 2),)))],
+        "an update with no snapshot": [
+            share_update_record("g", "t", 0, ShareUpdateValue(0, 2, 5, -1, (batch(5, 6, 2, 1),)))],
+    }
+    for name, records in runs.items():
+        shard = ShareCoordinatorShard(CoordinatorContext("__share_group_state-0", 0, CoordinatorTimer()))
+        for offset, r in enumerate(records):
+            shard.replay(offset, r)
+        loaded = shard.states[("g", "t", 0)]
+        summary = share_partition_summary({"group_id": "g"}, [
+            (offset, type(r.key).__name__.removesuffix("Key"), as_dict(r.value)) for offset, r in enumerate(records)])
+        assert (summary["leader_epoch"], summary["start_offset"], summary["state_epoch"]) == (
+            loaded.leader_epoch, loaded.start_offset, loaded.state_epoch), name
+        assert summary["in_flight"] == sum(b.last_offset - b.first_offset + 1 for b in loaded.state_batches), name
