@@ -691,8 +691,13 @@ class SharePartition:
                        self.max_delivery_count)
             if state.state is AVAILABLE:
                 self._find_next_fetch_offset = True
+        pending = self._pending(changes, final=True)
+        if self._keys and self._keys[0] < self.start_offset:
+            # A batch across the start offset: what lies below it is archived (Kafka splits
+            # the batch first; the share coordinator drops the part below the start offset).
+            self._archive(self._keys[0], self.start_offset - 1, AVAILABLE)
         # As in Kafka, the start offset moves when the write is settled, either way.
-        return self._pending(changes, final=True)
+        return pending
 
     def resend(self) -> PendingShareWrite | None:
         """A write of what failed expiry writes left unwritten, or None: for the caller to try

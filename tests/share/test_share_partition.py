@@ -710,6 +710,18 @@ def test_a_record_held_below_the_log_start_offset_holds_the_start_offset_back():
     assert (sp.start_offset, sp.cached_batches()) == (15, [])
 
 
+def test_an_expired_batch_across_the_log_start_offset_is_archived_below_it():
+    sp = make()
+    sp.acquire("m1", [(0, 9)], 100, 0)
+    sp.update_log_start_offset(5)
+    expired = sp.expire(LOCK)
+    # Below the start offset nobody may take them, even before the write is settled.
+    assert sp.next_fetch_offset() == 5
+    assert sp.acquire("m2", [(0, 9)], 100, LOCK, fetch_offset=0).acquired_records == (AcquiredRecords(5, 9, 2),)
+    sp.commit(expired)
+    assert sp.start_offset == 5 and sp.record_states()[5] == (ACQUIRED, 2, "m2", 2 * LOCK)
+
+
 def test_the_start_offset_never_moves_back():
     # A departure (README): Kafka's maybeUpdateCachedStateAndOffsets would recompute 2 here,
     # the offset after the settled 0-1 at the front of its cache, below the log start offset.
