@@ -229,12 +229,12 @@ class SharePartitionActor:
                     self._spawn(self._persist_expiry(pending))
 
     async def _persist_expiry(self, pending: PendingShareWrite) -> None:
-        """An expiry's write. The records were released already; a failed write is tried
-        again, with backoff, until the share coordinator takes it, a later write carries it,
-        or this share partition is replaced."""
+        """An expiry's write. The records were released already; a write that failed for a
+        retriable reason is tried again, with backoff, until the share coordinator takes it,
+        a later write carries it, or this share partition is replaced."""
         sp = pending._owner
         backoff = Backoff(max_ms=5000)
-        while await self._persist(pending) is not None:
+        while (error := await self._persist(pending)) is not None and error.retriable:
             await asyncio.sleep(backoff.next_s())
             pending = sp.resend() if sp is self._sp else None
             if pending is None:
