@@ -352,9 +352,10 @@ class SharePartitionActor:
         _raise_for(response)
         if sp is not self._sp:
             return None  # reloaded meanwhile
+        # The log start offset is taken up only when a read from below it is refused (above),
+        # as Kafka's ShareFetchUtils does: the start offset, and so the group's position, moves
+        # when Kafka's would.
         self._high_watermark = response.last_stable_offset if isolation else response.high_watermark
-        if response.log_start_offset > sp.start_offset:
-            sp.update_log_start_offset(response.log_start_offset)
         size = sum(len(b.records) for b in response.batches)
         if not response.batches or (size < request.min_bytes and time.monotonic() < deadline):
             self._high_watermark = min(self._high_watermark, offset)  # wait for more from here
