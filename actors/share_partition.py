@@ -7,7 +7,9 @@ before assigning the partition), reading with a leader epoch above the last reco
 a stale twin is fenced. It reads record data from the partition leader in whole batches, and
 sends every state change to the share coordinator before it answers: the change is committed
 in memory when the write succeeds and rolled back when it fails. Acquisition is not persisted (as in Kafka), so after a
-restart whatever was held is available again. Lock expiry runs on a timer task of its own.
+restart whatever was held is available again. Lock expiry runs on a timer task of its own;
+as in Kafka it releases the records at once, whatever becomes of its write, and a failed
+expiry write is tried again until the share coordinator takes it (or a later write carries it).
 """
 from __future__ import annotations
 
@@ -221,9 +223,22 @@ class SharePartitionActor:
                 pending = sp.expire(now_ms())
                 if pending is not None:
                     metrics.registry.inc("shoal_share_acquisition_lock_timeout_count",
-                                         sum(b.last_offset - b.first_offset + 1 for b in pending.state_batches),
+                                         sum(b.last_offset - b.first_offset + 1 for b in pending.own_batches),
                                          coordinator=self.metrics_name)
-                    self._spawn(self._persist(pending))
+                    self._notify()  # the records are free now, not once the write is done
+                    self._spawn(self._persist_expiry(pending))
+
+    async def _persist_expiry(self, pending: PendingShareWrite) -> None:
+        """An expiry's write. The records were released already; a write that failed for a
+        retriable reason is tried again, with backoff, until the share coordinator takes it,
+        a later write carries it, or this share partition is replaced."""
+        sp = pending._owner
+        backoff = Backoff(max_ms=5000)
+        while (error := await self._persist(pending)) is not None and error.retriable:
+            await asyncio.sleep(backoff.next_s())
+            pending = sp.resend() if sp is self._sp else None
+            if pending is None:
+                return
 
     def _spawn(self, coroutine) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -337,9 +352,10 @@ class SharePartitionActor:
         _raise_for(response)
         if sp is not self._sp:
             return None  # reloaded meanwhile
+        # The log start offset is taken up only when a read from below it is refused (above),
+        # as Kafka's ShareFetchUtils does: the start offset, and so the group's position, moves
+        # when Kafka's would.
         self._high_watermark = response.last_stable_offset if isolation else response.high_watermark
-        if response.log_start_offset > sp.start_offset:
-            sp.update_log_start_offset(response.log_start_offset)
         size = sum(len(b.records) for b in response.batches)
         if not response.batches or (size < request.min_bytes and time.monotonic() < deadline):
             self._high_watermark = min(self._high_watermark, offset)  # wait for more from here

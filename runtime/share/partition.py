@@ -10,12 +10,14 @@ coordinator:
 - Every change that must be durable is *begun* in memory and handed back as a
   `PendingShareWrite` (the content of a WriteShareGroupState request). The caller sends it and
   then calls `commit(pending)` when the share coordinator accepted it, or `rollback(pending)`
-  when it did not, which puts every touched record back as it was. Only a commit moves the
-  start offset and shrinks the cache.
+  when it did not, which puts every touched record back as it was. Only a settled write (or a
+  move of the log start offset) moves the start offset and shrinks the cache.
 - Acquisition locks are deadlines kept on the records. The caller asks `next_deadline()` and
-  calls `expire(now_ms)` when it is due; expiry is a change like any other and comes back as
-  a pending write. A rolled-back change keeps its old deadline, so a lock that ran out while
-  the write was under way is due at once.
+  calls `expire(now_ms)` when it is due. As in Kafka, an expiry is not undone when its write
+  fails: the records are released (or archived at the delivery limit) at once, the write only
+  records that, and if it fails its batches ride along with the next write, so that the
+  share coordinator catches up. A rolled-back acknowledgement keeps its old deadline, so a
+  lock that ran out while the write was under way is due at once.
 - Acquisition itself is not persisted, as in Kafka: after a restart the persisted state has
   every unacknowledged record AVAILABLE again.
 """
@@ -31,6 +33,7 @@ from ..group.configs import parse_share_auto_offset_reset
 from ..messages.share import BATCH_OPTIMIZED, RECORD_LIMIT, AcknowledgementBatch, AcknowledgeType, AcquiredRecords
 from ..messages.share_state import (ReadShareGroupStateRequest, ReadStateData, ReadStatePartitionData,
                                     WriteShareGroupStateRequest, WriteStateData, WriteStatePartitionData)
+from .combiner import combine_state_batches
 from .inflight import EMPTY_MEMBER_ID, TERMINAL, GapWindow, InFlightBatch, InFlightState, LockTimer
 from .records import PersisterStateBatch, RecordState
 
@@ -99,6 +102,12 @@ class PendingShareWrite:
     _changes: tuple[InFlightState, ...] = field(default=(), repr=False)
     _owner: Any = field(default=None, repr=False)
     done: bool = False
+    # A lock expiry: the change already stands in memory, whatever the write's fate.
+    final: bool = False
+    # The batches of this write's own change; state_batches adds what it carries of earlier
+    # expiry writes that failed (see SharePartition.rollback).
+    own_batches: tuple[PersisterStateBatch, ...] = field(default=(), repr=False)
+    _carried: tuple[PersisterStateBatch, ...] = field(default=(), repr=False)
 
     def request(self) -> WriteShareGroupStateRequest:
         partition = WriteStatePartitionData(self.partition, self.state_epoch, self.leader_epoch, self.start_offset,
@@ -142,6 +151,8 @@ class SharePartition:
         self._find_next_fetch_offset = False
         self._gap_window: GapWindow | None = None
         self._locks = LockTimer()
+        # Batches of lock expiries whose write failed, for the next write to carry.
+        self._unwritten: list[PersisterStateBatch] = []
 
     # ---- configuration ----
 
@@ -666,17 +677,42 @@ class SharePartition:
 
     def expire(self, now_ms: int) -> PendingShareWrite | None:
         """Release every record whose acquisition lock expired at now_ms: AVAILABLE for another
-        delivery, or ARCHIVED when the delivery count limit is reached."""
+        delivery, or ARCHIVED at the delivery count limit or when the log start offset passed
+        it. As in Kafka (releaseAcquisitionLockOnTimeout), the release stands whether or not
+        its write succeeds: the next member may take the records at once, and the holder's
+        late acknowledgement is refused. The write comes back `final`."""
         if self.state is not SharePartitionState.ACTIVE:
             return None
         changes = self._locks.pop_expired(now_ms)
+        if not changes:
+            return None
         for state in changes:
-            state.begin(AVAILABLE, 0, EMPTY_MEMBER_ID, self.max_delivery_count)
-        return self._pending(changes) if changes else None
+            state.move(ARCHIVED if state.last_offset < self.start_offset else AVAILABLE, 0, EMPTY_MEMBER_ID,
+                       self.max_delivery_count)
+            if state.state is AVAILABLE:
+                self._find_next_fetch_offset = True
+        pending = self._pending(changes, final=True)
+        if self._keys and self._keys[0] < self.start_offset:
+            # A batch across the start offset: what lies below it is archived (Kafka splits
+            # the batch first; the share coordinator drops the part below the start offset).
+            self._archive(self._keys[0], self.start_offset - 1, AVAILABLE)
+        # As in Kafka, the start offset moves when the write is settled, either way.
+        return pending
+
+    def resend(self) -> PendingShareWrite | None:
+        """A write of what failed expiry writes left unwritten, or None: for the caller to try
+        again once the share coordinator is back (any later write carries it too)."""
+        if self.state is not SharePartitionState.ACTIVE or not self._unwritten:
+            return None
+        carried, self._unwritten = tuple(self._unwritten), []
+        return PendingShareWrite(self.group_id, self.topic_id, self.partition, self.state_epoch, self.leader_epoch,
+                                 self.start_offset, self.delivery_complete_count(),
+                                 tuple(combine_state_batches(carried, (), -1)), (), self, final=True,
+                                 _carried=carried)
 
     # ---- persisting ----
 
-    def _pending(self, changes: list[InFlightState]) -> PendingShareWrite:
+    def _pending(self, changes: list[InFlightState], final: bool = False) -> PendingShareWrite:
         # Neighbouring changes with the same outcome go out as one state batch.
         batches: list[PersisterStateBatch] = []
         run = None  # [first, last, state, count]
@@ -689,9 +725,17 @@ class SharePartition:
             run = [s.first_offset, s.last_offset, s.state, s.delivery_count]
         if run:
             batches.append(PersisterStateBatch(run[0], run[1], int(run[2]), run[3]))
+        own = tuple(batches)
+        carried: tuple[PersisterStateBatch, ...] = ()
+        if own and self._unwritten:
+            # Failed expiry writes go out again with this one. The share coordinator keeps
+            # the newest state of each offset, so old and new batches may overlap.
+            carried, self._unwritten = tuple(self._unwritten), []
+            batches = combine_state_batches(carried, own, -1)
         return PendingShareWrite(self.group_id, self.topic_id, self.partition, self.state_epoch, self.leader_epoch,
                                  self.start_offset, self.delivery_complete_count(), tuple(batches),
-                                 tuple(changes), self)
+                                 () if final else tuple(changes), self, final=final, own_batches=own,
+                                 _carried=carried)
 
     def _settle(self, pending: PendingShareWrite) -> None:
         if pending._owner is not self or pending.done:
@@ -723,30 +767,48 @@ class SharePartition:
         return error
 
     def rollback(self, pending: PendingShareWrite) -> None:
-        """The write failed: every record it touched is back as it was, holder and lock included."""
+        """The write failed: every record it began to change is back as it was, holder and lock
+        included. A lock expiry is not undone (Kafka's behaviour): its batches, and those it
+        carried, wait for the next write to carry them."""
         self._settle(pending)
+        self._unwritten[:0] = pending._carried + (pending.own_batches if pending.final else ())
         for state in pending._changes:
             state.rollback()
             if state.state is ACQUIRED and state.deadline_ms is not None:
                 self._locks.add(state)
             elif state.state is AVAILABLE:
                 self._find_next_fetch_offset = True
+        if pending.final:
+            self._advance_start_offset()
 
     # ---- start offset ----
 
     def update_log_start_offset(self, log_start_offset: int) -> None:
-        """The log start offset moved past the start offset (retention, deleted records): what
-        is not held any more is archived and the start offset jumps there. Held records below
-        it are archived when acknowledged, released or expired (Kafka's updateCacheAndOffsets).
-        Nothing is written now; the next write carries the new start offset."""
+        """The log start offset moved past the start offset (retention, deleted records): the
+        available records below it are archived and the start offset becomes the log start
+        offset, as in Kafka's updateCacheAndOffsets. It does not skip on past settled records
+        or gaps there; that waits for the next change, and records still held below it hold
+        it back until they are settled (they are archived when their lock expires or their
+        member leaves). Nothing is written now; the next write carries the new start offset."""
         self._require_active()
         if log_start_offset <= self.start_offset:
             return
+        self._archive(self.start_offset, log_start_offset - 1, AVAILABLE)
         self.start_offset = log_start_offset
         if self.end_offset < log_start_offset:
             self.end_offset = log_start_offset
-        self._advance_start_offset()
         self._find_next_fetch_offset = True
+        # The batches wholly settled below the new start offset are of no more use.
+        keys, cache = self._keys, self._cache
+        drop = 0
+        for k in keys:
+            batch = cache[k]
+            if batch.last_offset >= log_start_offset or not _settled(batch):
+                break
+            drop += 1
+        for k in keys[:drop]:
+            del cache[k]
+        del keys[:drop]
 
     def _archive(self, first: int, last: int, state: RecordState, member_id: str | None = None) -> None:
         """Archive the settled records in [first, last] that are in `state` (and held by
@@ -770,43 +832,71 @@ class SharePartition:
                     s.move(ARCHIVED, 0, EMPTY_MEMBER_ID, self.max_delivery_count)
 
     def _advance_start_offset(self) -> None:
-        """Move the start offset past settled terminal records and gaps in the log, and drop
-        the batches left wholly behind it (Kafka's maybeUpdateCachedStateAndOffsets). Records
-        still held below the start offset (after the log start offset moved) stay cached
-        without holding the start offset back."""
+        """Kafka's maybeUpdateCachedStateAndOffsets. Once the record at the start offset is
+        settled (ACKNOWLEDGED or ARCHIVED, no write under way), the start offset moves past
+        the settled records at the front of the cache, jumping the gaps in the log between
+        batches but not the unfetched gap a restart left; the batches wholly settled before it
+        leave the cache. Any record not settled there stops it, even one below the start
+        offset (held since the log start offset passed it). Unlike Kafka's, the start offset
+        never moves back."""
         keys, cache = self._keys, self._cache
         if keys and keys[0] < self.start_offset:
+            # Released below the start offset (a member left): nobody gets them any more.
             self._archive(keys[0], self.start_offset - 1, AVAILABLE)
-        position = self.start_offset
-        gap_start = self._gap_window.gap_start_offset if self._gap_window_active() else None
-        done = False
-        for k in keys:
-            for s in cache[k].states():
-                if s.last_offset < position:
-                    continue
-                if s.first_offset > position:
-                    if gap_start is not None and gap_start < s.first_offset:
-                        # Offsets from the gap start on were never fetched since the restart.
-                        position = max(position, gap_start)
-                        done = True
-                        break
-                    position = s.first_offset  # nothing in the log between
-                if s.ongoing or s.state not in TERMINAL:
-                    done = True
-                    break
-                position = s.last_offset + 1
-            if done:
-                break
-        self.start_offset = position
-        drop = 0
-        for k in keys:
-            batch = cache[k]
-            if batch.last_offset >= position or any(s.ongoing or s.state not in TERMINAL for s in batch.states()):
-                break
-            drop += 1
+        if not keys or not self._can_move_start_offset():
+            return
+        last = self._last_offset_settled()
+        if last is None:
+            return
+        if last == cache[keys[-1]].last_offset:
+            cache.clear()
+            keys.clear()
+            self.start_offset = max(self.start_offset, last + 1)
+            self.end_offset = self.start_offset
+            return
+        i = self._floor_index(last)
+        batch = cache[keys[i]]
+        if last == batch.last_offset:
+            position = keys[i + 1]
+            if self._gap_window_active():
+                position = min(position, self._gap_window.gap_start_offset)
+            drop = i + 1
+        else:
+            position = last + 1
+            drop = i
+        self.start_offset = max(self.start_offset, position)
         for k in keys[:drop]:
             del cache[k]
         del keys[:drop]
-        if not keys:
-            self.end_offset = max(self.end_offset, position)
-            self.start_offset = self.end_offset
+
+    def _can_move_start_offset(self) -> bool:
+        """Kafka's canMoveStartOffset: the record at the start offset is settled. A start
+        offset before every cached batch, or in the unfetched gap a restart left, cannot move."""
+        i = self._floor_index(self.start_offset)
+        if i < 0:
+            return False
+        batch = self._cache[self._keys[i]]
+        if batch.last_offset < self.start_offset:  # between cached batches, or past them
+            return not (self._gap_window_active() and self._gap_window.gap_start_offset <= self.start_offset)
+        state = batch.state_at(self.start_offset)
+        return not state.ongoing and state.state in TERMINAL
+
+    def _last_offset_settled(self) -> int | None:
+        """Kafka's findLastOffsetAcknowledged: the last offset of the run of settled records
+        from the front of the cache, up to the unfetched gap a restart left; None if the first
+        cached record is not settled."""
+        gap_start = self._gap_window.gap_start_offset if self._gap_window_active() else None
+        last = None
+        for k in self._keys:
+            batch = self._cache[k]
+            if gap_start is not None and batch.last_offset >= gap_start:
+                return last
+            for s in batch.states():
+                if s.ongoing or s.state not in TERMINAL:
+                    return last
+                last = s.last_offset
+        return last
+
+
+def _settled(batch: InFlightBatch) -> bool:
+    return all(not s.ongoing and s.state in TERMINAL for s in batch.states())

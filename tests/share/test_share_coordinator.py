@@ -224,11 +224,23 @@ def test_write_records_an_update_with_merged_pruned_batches(h):
 
 
 def test_write_does_not_raise_the_leader_epoch(h):
+    # Kafka 4.2 (KAFKA-19456, apache/kafka#20079): only a read records a leader epoch; a
+    # write is fenced by it but keeps the recorded one, in its update and in a snapshot.
     initialize(h, [(0, 0, 0)])
+    read(h, 0, leader_epoch=2)
     response, records = write(h, 0, [B(0, 0, ACKED, 1)], leader_epoch=9)
     assert only(response).error_code == 0
-    assert records[0].value.leader_epoch == 0
-    assert h.shard.leader_epochs[(G, T, 0)] == 0
+    assert records[0].value.leader_epoch == 2
+    assert h.shard.leader_epochs[(G, T, 0)] == 2
+    assert only(write(h, 0, [B(1, 1, ACKED, 1)], leader_epoch=5)[0]).error_code == 0
+    assert only(write(h, 0, [B(2, 2, ACKED, 1)], leader_epoch=1)[0]).error_code == Errors.FENCED_LEADER_EPOCH.code
+    # Past the snapshot cadence: the snapshot keeps the read's epoch too.
+    written = [r for _ in range(3) for r in write(h, 0, [B(3, 3, ACKED, 1)], leader_epoch=9)[1]]
+    snapshots = [r.value for r in written if type(r.key) is ShareSnapshotKey]
+    assert snapshots and {v.leader_epoch for v in snapshots} == {2}
+    assert h.shard.states[(G, T, 0)].leader_epoch == 2
+    assert only(summary(h, 0)).leader_epoch == 2
+    assert_reload_keeps_state(h)
 
 
 def test_write_with_a_stale_state_epoch_is_fenced_and_changes_nothing(h):

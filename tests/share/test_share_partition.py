@@ -465,7 +465,6 @@ def test_rollback_restores_exactly_the_previous_state():
         lambda: sp.acknowledge("m1", [AB(0, 4, RELEASE, ACCEPT, REJECT, GAP, ACCEPT)], 100),
         lambda: sp.acknowledge("m2", [AB(12, 19, RELEASE)], 100),
         lambda: sp.release_member("m2", 100),
-        lambda: sp.expire(LOCK + 5),
     ):
         before = snapshot(sp)
         pending = make_change()
@@ -487,6 +486,75 @@ def test_a_lock_that_ran_out_during_a_failed_write_is_due_at_once():
     assert expired.state_batches == (PSB(0, 4, 0, 1),)
     sp.commit(expired)
     assert sp.record_states()[0] == (AVAILABLE, 1, "", None)
+
+
+def test_an_expiry_stands_when_its_write_fails():
+    # Kafka releases on lock timeout whether or not the share coordinator took the write:
+    # the next member gets the records at once and the old holder's ACCEPT is refused.
+    sp = make()
+    sp.acquire("m1", [(0, 4)], 100, 0)
+    expired = sp.expire(LOCK)
+    assert expired.final and expired.state_batches == (PSB(0, 4, 0, 1),)
+    assert sp.record_states()[0] == (AVAILABLE, 1, "", None)
+    sp.rollback(expired)  # the write failed
+    assert sp.record_states()[0] == (AVAILABLE, 1, "", None) and sp.next_deadline() is None
+    expect_error(Errors.INVALID_RECORD_STATE, sp.acknowledge, "m1", [AB(0, 4, ACCEPT)], LOCK + 1)
+    assert sp.acquire("m2", [(0, 4)], 100, LOCK + 2).acquired_records == (AcquiredRecords(0, 4, 2),)
+
+
+def test_an_expiry_at_the_delivery_limit_archives_when_its_write_fails():
+    sp = make({"group.share.delivery.count.limit": 1})
+    sp.acquire("m1", [(0, 4)], 100, 0)
+    sp.acquire("m1", [(5, 9)], 100, 0)
+    expired = sp.expire(LOCK)
+    assert expired.state_batches == (PSB(0, 9, 4, 1),)
+    assert expired.start_offset == 0  # Kafka moves the start offset once the write is settled
+    sp.rollback(expired)
+    assert (sp.start_offset, sp.cached_batches(), sp.next_fetch_offset()) == (10, [], 10)
+
+
+def test_later_writes_carry_what_a_failed_expiry_could_not_write():
+    store = Coordinator()
+    sp = make({"group.share.delivery.count.limit": 2})
+    sp.acquire("m1", [(0, 4)], 100, 0)
+    sp.acquire("m1", [(5, 9)], 100, 10)
+    expired = sp.expire(LOCK)
+    sp.rollback(expired)  # 0-4 released in memory only
+    assert sp.acquire("m2", [(0, 4)], 100, LOCK).acquired_records == (AcquiredRecords(0, 4, 2),)
+    ack(sp, "m1", AB(5, 9, RENEW), now=LOCK + 5)
+    expired = sp.expire(2 * LOCK)  # 0-4 archived at the limit; the write fails again
+    sp.rollback(expired)
+    assert sp.start_offset == 5  # in memory, past the archived 0-4
+    # An unrelated acknowledgement carries them: its write holds every state the share
+    # coordinator missed, the newest of each offset winning.
+    pending = sp.acknowledge("m1", [AB(5, 9, ACCEPT)], 2 * LOCK)
+    assert pending.own_batches == (PSB(5, 9, 2, 1),)
+    assert pending.state_batches == (PSB(0, 4, 4, 2), PSB(5, 9, 2, 1))
+    sp.rollback(pending)  # and if that write fails too, the next one carries them
+    pending = sp.acknowledge("m1", [AB(5, 9, ACCEPT)], 2 * LOCK)
+    assert pending.state_batches == (PSB(0, 4, 4, 2), PSB(5, 9, 2, 1))
+    store.write(pending)
+    sp.commit(pending)
+    assert sp.resend() is None  # nothing left to write
+    assert (sp.start_offset, store.read().start_offset) == (10, 5)
+    reloaded = SharePartition("g", "topic-id", 0)
+    reloaded.initialize(store.read(), 0)
+    assert reloaded.record_states() == {}  # nothing redelivered, the start offset moves on
+    assert reloaded.start_offset == 10
+
+
+def test_resend_writes_what_failed_expiries_left():
+    sp = make()
+    sp.acquire("m1", [(0, 4)], 100, 0)
+    assert sp.resend() is None
+    sp.rollback(sp.expire(LOCK))
+    again = sp.resend()
+    assert again.final and again.state_batches == (PSB(0, 4, 0, 1),)
+    assert sp.resend() is None  # in flight
+    sp.rollback(again)
+    again = sp.resend()
+    sp.commit(again)
+    assert sp.resend() is None
 
 
 def test_records_released_by_a_pending_write_are_not_acquired_until_it_commits():
@@ -578,6 +646,8 @@ def test_records_gone_from_the_log_are_archived_when_a_read_skips_them():
 
 
 def test_log_start_offset_movement():
+    # Kafka's updateCacheAndOffsets: available records below the log start offset are
+    # archived and the start offset becomes the log start offset; held ones stay held.
     sp = make()
     sp.acquire("m1", [(0, 9)], 100, 0)
     sp.acquire("m2", [(10, 19)], 100, 0)
@@ -590,7 +660,8 @@ def test_log_start_offset_movement():
     assert sp.record_states()[15] == (ACQUIRED, 1, "m2", LOCK)
     assert sp.acknowledge("m2", [AB(12, 14, ACCEPT)], 5).state_batches == ()
     pending = sp.expire(LOCK)
-    assert pending.state_batches == (PSB(12, 19, 0, 1),) and pending.start_offset == 15
+    # Expired below the start offset: archived whatever the delivery count (Kafka).
+    assert pending.state_batches == (PSB(12, 14, 4, 1), PSB(15, 19, 0, 1)) and pending.start_offset == 15
     sp.commit(pending)
     assert sp.record_states() == {o: (AVAILABLE, 1, "", None) for o in range(15, 20)}
     assert 14 not in sp.record_states() and sp.next_fetch_offset() == 15
@@ -598,6 +669,72 @@ def test_log_start_offset_movement():
     assert (sp.start_offset, sp.end_offset, sp.cached_batches(), sp.next_fetch_offset()) == (30, 30, [], 30)
     sp.update_log_start_offset(25)
     assert sp.start_offset == 30
+
+
+def test_the_start_offset_becomes_the_log_start_offset_without_skipping_on():
+    # Kafka sets the start offset to the log start offset: settled records and gaps in the
+    # log just after it do not carry it further until the next change settles.
+    sp = make()
+    sp.acquire("m1", [(0, 4)], 100, 0)
+    sp.acquire("m2", [(5, 9)], 100, 0)
+    sp.acquire("m2", [(20, 24)], 100, 0, fetch_offset=10)  # 10-19 are not in the log
+    ack(sp, "m2", AB(5, 9, ACCEPT))
+    assert sp.start_offset == 0
+    sp.update_log_start_offset(5)
+    assert sp.start_offset == 5  # not 10: 5-9 are settled, yet the start offset stays
+    sp.update_log_start_offset(12)
+    assert sp.start_offset == 12  # not 20: a gap in the log is not skipped on either
+    pending = ack(sp, "m2", AB(20, 24, ACCEPT))
+    assert pending.start_offset == 12
+    # 0-4, held by m1 below the log start offset, still hold the start offset back.
+    assert sp.start_offset == 12
+    expired = sp.expire(LOCK)
+    assert expired.state_batches == (PSB(0, 4, 4, 1),)
+    sp.commit(expired)
+    assert (sp.start_offset, sp.cached_batches()) == (25, [])
+
+
+def test_a_record_held_below_the_log_start_offset_holds_the_start_offset_back():
+    sp = make()
+    sp.acquire("m1", [(0, 9)], 100, 0)
+    ack(sp, "m1", AB(5, 9, ACCEPT))
+    sp.acquire("m2", [(10, 14)], 100, 0)
+    sp.update_log_start_offset(5)
+    assert sp.start_offset == 5
+    ack(sp, "m2", AB(10, 14, ACCEPT))
+    assert sp.start_offset == 5  # 0-4 are still held by m1
+    # m1's acknowledgement of what lies below the start offset is ignored (as in Kafka).
+    assert sp.acknowledge("m1", [AB(0, 4, ACCEPT)], 10).state_batches == ()
+    pending = sp.release_member("m1", 20)
+    sp.commit(pending)
+    assert (sp.start_offset, sp.cached_batches()) == (15, [])
+
+
+def test_an_expired_batch_across_the_log_start_offset_is_archived_below_it():
+    sp = make()
+    sp.acquire("m1", [(0, 9)], 100, 0)
+    sp.update_log_start_offset(5)
+    expired = sp.expire(LOCK)
+    # Below the start offset nobody may take them, even before the write is settled.
+    assert sp.next_fetch_offset() == 5
+    assert sp.acquire("m2", [(0, 9)], 100, LOCK, fetch_offset=0).acquired_records == (AcquiredRecords(5, 9, 2),)
+    sp.commit(expired)
+    assert sp.start_offset == 5 and sp.record_states()[5] == (ACQUIRED, 2, "m2", 2 * LOCK)
+
+
+def test_the_start_offset_never_moves_back():
+    # A departure (README): Kafka's maybeUpdateCachedStateAndOffsets would recompute 2 here,
+    # the offset after the settled 0-1 at the front of its cache, below the log start offset.
+    sp = make()
+    sp.acquire("m1", [(0, 9)], 100, 0)
+    ack(sp, "m1", AB(0, 1, ACCEPT), AB(5, 9, ACCEPT))
+    assert sp.start_offset == 2
+    sp.acquire("m2", [(10, 14)], 100, 0)
+    sp.update_log_start_offset(5)
+    ack(sp, "m2", AB(10, 14, ACCEPT))
+    assert sp.start_offset == 5
+    sp.commit(sp.expire(LOCK))  # 2-4 are archived: nothing holds the start offset back
+    assert (sp.start_offset, sp.cached_batches()) == (15, [])
 
 
 def test_records_delivered_often_go_out_in_smaller_groups_and_alone_on_their_last_delivery():

@@ -100,3 +100,30 @@ def test_a_failed_write_answers_a_retriable_error_and_changes_nothing(h):
     assert error.error is Errors.COORDINATOR_NOT_AVAILABLE and error.retriable
     assert sp.record_states()[0] == (RecordState.ACQUIRED, 1, "m1", LOCK)
     assert sp.state is SharePartitionState.ACTIVE
+
+
+
+def test_a_failed_expiry_write_reaches_the_coordinator_with_the_next_write(h):
+    sp = SharePartition(G, T, 0, {"group.share.delivery.count.limit": 1})
+    response = h.call(lambda s, now: s.read_share_group_state(sp.read_request(), now))
+    sp.initialize(response.results[0].partitions[0], 0, reset_offset=0)
+    sp.acquire("m1", [(0, 4)], 100, 10)
+    sp.acquire("m2", [(5, 9)], 100, 0)
+    error = sp.complete_write(sp.expire(LOCK), Errors.COORDINATOR_NOT_AVAILABLE.code)
+    assert error.error is Errors.COORDINATOR_NOT_AVAILABLE and sp.state is SharePartitionState.ACTIVE
+    # 5-9 stand archived (the delivery limit is 1) although the coordinator has nothing.
+    assert sp.record_states()[5] == (RecordState.ARCHIVED, 1, "", None)
+    assert send(h, sp, sp.acknowledge("m1", [AcknowledgementBatch(0, 4, (ACCEPT,))], 20)) is None
+    assert sp.start_offset == 10
+    # m1's write carried them: a new leader does not deliver 5-9 again.
+    again = load(h, leader_epoch=1)
+    assert (again.start_offset, again.record_states(), again.next_fetch_offset()) == (10, {}, 10)
+
+
+def test_a_fenced_expiry_write_stops_the_old_leader_and_the_release_stands(h):
+    old = load(h)
+    old.acquire("m1", [(0, 9)], 100, 0)
+    load(h, leader_epoch=1)
+    error = send(h, old, old.expire(LOCK))
+    assert error.error is Errors.NOT_LEADER_OR_FOLLOWER and old.state is SharePartitionState.FENCED
+    assert old.record_states()[0] == (RecordState.AVAILABLE, 1, "", None)
