@@ -312,16 +312,6 @@ def test_unknown_group_and_member(tmp_path):
     assert e.value.error is Errors.UNKNOWN_MEMBER_ID
 
 
-def test_consumer_group_id_cannot_be_used_by_a_classic_group(tmp_path):
-    h = harness(tmp_path)
-    hb(h, "a")
-    join = JoinGroupRequest(G, 10_000, "", protocol_type="consumer",
-                            protocols=(JoinGroupRequestProtocol("range", b""),))
-    with pytest.raises(KafkaError) as e:
-        h.call(lambda s, now: s.join_group(join, now, "c-2"))
-    assert e.value.error is Errors.INCONSISTENT_GROUP_PROTOCOL
-
-
 def test_group_max_size(tmp_path):
     h = harness(tmp_path, **{"group.consumer.max.size": 1})
     hb(h, "a")
