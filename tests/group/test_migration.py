@@ -399,6 +399,54 @@ def test_a_classic_member_has_its_own_session_timeout(tmp_path):
     assert set(group(h).members) == {"c"}
 
 
+def test_a_classic_member_that_rejoins_and_syncs_in_time_stays(tmp_path):
+    h = harness(tmp_path)
+    gen = stable_group(h, ("a",), {"a": encode_assignment(tps(t=(0, 1, 2, 3)))})
+    hb(h)
+    assert cheartbeat(h, "a", gen).error_code == RIN
+    h.advance(SESSION // 2)
+    cjoin(h, "a")
+    h.advance(SESSION // 2)
+    assert csync(h, "a", gen + 1).error_code == 0
+    for _ in range(2 * REBALANCE // SESSION + 1):  # past the join and sync timeouts
+        h.advance(SESSION // 2)
+        assert cheartbeat(h, "a", gen + 1).error_code == 0
+        hb(h, "c", gen + 1)
+    assert set(group(h).members) == {"a", "c"}
+
+
+def test_a_classic_static_member_back_under_a_new_id_replaces_itself(tmp_path):
+    h = harness(tmp_path)
+    gen = upgraded(h)
+    cjoin(h, "", "s1", instance="i")
+    epoch = group(h).group_epoch
+    joined = cjoin(h, "", "s2", instance="i")
+    g = group(h)
+    assert g.type == "consumer" and "s1" not in g.members and g.static_members["i"] == "s2"
+    assert joined.generation_id == epoch == g.group_epoch  # no rebalance for the same subscription
+    with pytest.raises(KafkaError) as e:
+        cheartbeat(h, "s1", epoch, instance="i")
+    assert e.value.error is Errors.FENCED_INSTANCE_ID
+    # an admin removes it by its instance id alone
+    assert cleave(h, ("", "i")).members == (MemberResponse("s2", "i"),)
+    assert "s2" not in group(h).members and gen < epoch
+
+
+def test_the_upgrade_answers_pending_syncs_with_rebalance_in_progress(tmp_path):
+    h = harness(tmp_path)
+    gen = classic_ab(h)
+    h.write(lambda s, now: s.join_group(JoinGroupRequest(G, SESSION, "a", "consumer", protos(), REBALANCE), now,
+                                        "x"))
+    h.write(lambda s, now: s.join_group(JoinGroupRequest(G, SESSION, "b", "consumer", protos(), REBALANCE), now,
+                                        "x"))
+    assert str(group(h).state) == "CompletingRebalance"
+    waiting = h.write(lambda s, now: s.sync_group(SyncGroupRequest(G, gen + 1, "b", None, "consumer", "range", ()),
+                                                  now))
+    assert not waiting.done
+    hb(h)
+    assert waiting.result().error_code == RIN
+    assert group(h).members["b"].member_epoch == gen + 1
+
 def test_describe_tells_the_member_type(tmp_path):
     h = harness(tmp_path)
     upgraded(h)
