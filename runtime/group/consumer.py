@@ -248,7 +248,7 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
         if upgraded is not None:
             # the classic group's members keep their sessions; its rebalance is over
             for m in group.members.values():
-                if m.use_classic_protocol:
+                if m.use_classic_protocol and m.member_id != member_id:
                     self._schedule_classic_session_timeout(group_id, m, now_ms)
             completions = self.classic.converted(upgraded)
 

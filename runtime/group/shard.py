@@ -98,7 +98,7 @@ class GroupCoordinatorShard:
             if not group.is_empty():
                 return self.consumer.classic_join(group, request, now_ms, new_member_id, client_id, client_host)
             return self.classic.join_group(request, now_ms, new_member_id, client_id, client_host,
-                                           replacing=self._tombstones(group))
+                                           replacing=group.tombstones())
         return self.classic.join_group(request, now_ms, new_member_id, client_id, client_host)
 
     def sync_group(self, request: SyncGroupRequest, now_ms: int) -> Result:

@@ -575,6 +575,18 @@ def test_an_empty_consumer_group_gives_way_to_a_classic_group(tmp_path):
     assert h.reload().groups[G].type == "classic"
 
 
+def test_the_replaced_empty_consumer_group_keeps_its_dynamic_configs(tmp_path):
+    h = harness(tmp_path)
+    hb(h)
+    hb(h, "c", -1)
+    h.call(lambda s, now: s.alter_group_config(G, {"consumer.session.timeout.ms": 50_000}, now))
+    h.write(lambda s, now: s.join_group(JoinGroupRequest(G, SESSION, "", "consumer", protos(), REBALANCE, "i"),
+                                        now, "k"))
+    assert group(h).type == "classic"
+    configs = {e.name: e.value for e in h.read(lambda s: s.describe_group_config(G))}
+    assert configs["consumer.session.timeout.ms"] in (50_000, "50000")
+
+
 # ---------------------------------------------------------------------- reload
 
 def snapshot(shard) -> dict:
@@ -588,4 +600,5 @@ def assert_reload_same(h):
     h.reload()
     h.call(lambda s, now: s.update_topics({"t": 4}, now))
     assert snapshot(h.shard) == before
+
 
