@@ -381,6 +381,7 @@ def test_a_rolling_upgrade_to_the_consumer_protocol_and_back_while_records_flow(
     def roll(settings, message):
         old = consumers.pop(0)
         history = ray.get(old._actor.ownership_history.remote())
+        assert history, "every member owned partitions: its log says so"
         old.close()  # commits what it consumed, then leaves
         logs.append(intervals(history, time.time()))
         new = cluster.consumer(g, **settings)
