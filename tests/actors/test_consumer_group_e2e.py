@@ -376,7 +376,10 @@ def test_a_rolling_upgrade_to_the_consumer_protocol_and_back_while_records_flow(
         commits.append({tp: o.committed_offset for tp, o in admin.list_group_offsets(g, ALL).items()})
 
     def member_types():
-        return sorted(m.member_type for m in describe(cluster, g).members)
+        types = sorted(m.member_type for m in describe(cluster, g).members)
+        (described,) = admin.describe_groups([g]).values()
+        assert sorted(m.upgraded for m in described.members) == [t == 1 for t in types]
+        return types
 
     def roll(settings, message):
         old = consumers.pop(0)
