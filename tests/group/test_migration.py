@@ -553,7 +553,9 @@ def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades(t
     assert g.static_member_id("i") == "s2" and joined.member_id == "s2"
     assert decode_assignment(g.members["s2"].assignment).assigned_partitions == tps(
         **{t: sorted(ps) for t, ps in target.items()})
-    assert gen < g.generation_id
+    assert gen < g.generation_id == joined.generation_id
+    synced = csync(h, "s2", joined.generation_id, instance="i")  # the group is Stable: no rebalance
+    assert synced.assignment == g.members["s2"].assignment
     assert h.reload().groups[G].static_member_id("i") == "s2"
 
 
