@@ -281,30 +281,14 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
 
     def _advance(self, group: ConsumerGroup, stored, replaced, member, updated, owned, now_ms: int,
                  records: list) -> ConsumerGroupMember:
-        """The steps every join and heartbeat takes once the member is known: write the
-        member if it changed, bump the group epoch if its subscription did, compute the
-        target assignment if the group epoch is ahead of it, and reconcile the member
+        """The steps every join and heartbeat takes once the member is known: (1) write the
+        member if it changed and bump the group epoch if its subscription did, (2) compute
+        the target assignment if the group epoch is ahead of it, (3) reconcile the member
         toward its target. `member` is where the member starts from (a copy of `replaced`
         under its new id, a rejoin at epoch 0, or `stored`), `updated` that with what the
         request sent. Returns the reconciled member."""
         group_id, member_id = group.group_id, updated.member_id
-        previous = replaced if replaced is not None else stored
-        # 1. the member and its subscription
-        if updated is not member or (stored is None and replaced is None):
-            records.append(R.consumer_group_member_subscription_record(group_id, updated))
-        bump = (updated.subscribed_topic_names != member.subscribed_topic_names
-                or updated.subscribed_topic_regex != member.subscribed_topic_regex)
-
-        resolved: dict[str, frozenset] = {}
-        if bump:
-            resolved = self._regex_changes(group, previous, updated, now_ms, records)
-        group_epoch = group.group_epoch
-        if bump:
-            group_epoch += 1
-            topics = group.all_subscribed_topics(previous, updated, resolved)
-            records.append(R.consumer_group_epoch_record(group_id, group_epoch, self._metadata_hash(group, topics)))
-
-        # 2. the target assignment
+        group_epoch, resolved = self._subscribe(group, stored, replaced, member, updated, now_ms, records)
         target_epoch = group.assignment_epoch
         if group_epoch > group.assignment_epoch:
             due = self.pacer.due(group_id, now_ms)
@@ -314,6 +298,7 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
                     del members[replaced.member_id]
                 members[member_id] = updated
                 inherit = {member_id: replaced.member_id} if replaced is not None else {}
+                previous = replaced if replaced is not None else stored
                 targets = self._assign(group, group_epoch, members, previous, updated, resolved, inherit, records)
                 self.pacer.ran(group_id, now_ms)
                 target_epoch, target = group_epoch, targets.get(member_id, EMPTY)
@@ -322,8 +307,30 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
                 target = group.target_of(member_id, updated.instance_id)
         else:
             target = group.target_of(member_id, updated.instance_id)
+        return self._reconcile(group, stored, replaced, member, updated, owned, target_epoch, target, resolved,
+                               now_ms, records)
 
-        # 3. reconciliation
+    def _subscribe(self, group: ConsumerGroup, stored, replaced, member, updated, now_ms: int,
+                   records: list) -> tuple[int, dict]:
+        """Step 1: the member's record if it changed, and a new group epoch if its
+        subscription did. Returns the group epoch and the regexes resolved on the way."""
+        group_id = group.group_id
+        previous = replaced if replaced is not None else stored
+        if updated is not member or (stored is None and replaced is None):
+            records.append(R.consumer_group_member_subscription_record(group_id, updated))
+        if (updated.subscribed_topic_names == member.subscribed_topic_names
+                and updated.subscribed_topic_regex == member.subscribed_topic_regex):
+            return group.group_epoch, {}
+        resolved = self._regex_changes(group, previous, updated, now_ms, records)
+        topics = group.all_subscribed_topics(previous, updated, resolved)
+        records.append(R.consumer_group_epoch_record(group_id, group.group_epoch + 1,
+                                                     self._metadata_hash(group, topics)))
+        return group.group_epoch + 1, resolved
+
+    def _reconcile(self, group: ConsumerGroup, stored, replaced, member, updated, owned, target_epoch: int, target,
+                   resolved: dict, now_ms: int, records: list) -> ConsumerGroupMember:
+        """Step 3: the member moved toward (target_epoch, target), and its record if it moved."""
+        group_id, member_id = group.group_id, updated.member_id
         subscribed = group.subscribed_topics(updated, resolved)
         reconciled = reconcile(updated, target_epoch, target, group.owner_of, owned, subscribed)
         # a replaced static member's record already holds `member`
@@ -405,27 +412,30 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
         return Result([R.consumer_group_current_assignment_record(group.group_id, leaving)], response)
 
     def _fence(self, group: ConsumerGroup, member, now_ms: int, response=None) -> Result:
-        """Remove a member: tombstones for its records, then a group epoch bump so that its
-        partitions are reassigned. When it was the last member of the consumer protocol,
-        the group goes back to a classic group instead (online downgrade)."""
-        if self._may_downgrade(group, member.member_id, len(group.members) - 1):
-            return Result(self._downgraded(group, member.member_id, None, now_ms), response)
-        gid, mid = group.group_id, member.member_id
-        records = self._removal_records(group, member)
-        topics = group.all_subscribed_topics(member, None)
-        records.append(R.consumer_group_epoch_record(gid, group.group_epoch + 1, self._metadata_hash(group, topics)))
-        self._cancel_timers(gid, mid)
-        return Result(records, response)
+        return self._fence_members(group, [member], now_ms, response)
 
-    def _removal_records(self, group: ConsumerGroup, member) -> list:
-        gid, mid = group.group_id, member.member_id
-        records = [R.consumer_group_current_assignment_tombstone(gid, mid),
-                   R.consumer_group_target_assignment_tombstone(gid, mid),
-                   R.consumer_group_member_subscription_tombstone(gid, mid)]
-        regex = member.subscribed_topic_regex
-        if regex and group.regex_counts.get(regex, 0) <= 1:
-            records.append(R.consumer_group_regex_tombstone(gid, regex))
-        return records
+    def _fence_members(self, group: ConsumerGroup, members, now_ms: int, response=None) -> Result:
+        """Remove members (Kafka's consumerGroupFenceMembers): tombstones for their records
+        and for the regexes nobody else uses, then one group epoch bump so that their
+        partitions are reassigned. When every member left speaks the classic protocol, the
+        group goes back to a classic group instead (online downgrade)."""
+        if not members:
+            return Result((), response)
+        gid = group.group_id
+        leaving = {m.member_id for m in members}
+        if self._may_downgrade(group, leaving):
+            return Result(self._downgraded(group, leaving, None, now_ms, rebalance=True), response)
+        records = []
+        for member in members:
+            records += [R.consumer_group_current_assignment_tombstone(gid, member.member_id),
+                        R.consumer_group_target_assignment_tombstone(gid, member.member_id),
+                        R.consumer_group_member_subscription_tombstone(gid, member.member_id)]
+        topics, unused_regexes = group.without(members)
+        records += [R.consumer_group_regex_tombstone(gid, r) for r in sorted(unused_regexes)]
+        records.append(R.consumer_group_epoch_record(gid, group.group_epoch + 1, self._metadata_hash(group, topics)))
+        for member_id in leaving:
+            self._cancel_timers(gid, member_id)
+        return Result(records, response)
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
         for key in (session_timeout_key(group_id, member_id), rebalance_timeout_key(group_id, member_id),
@@ -455,26 +465,28 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
         records += consumer_group_records(group)
         return group
 
-    def _may_downgrade(self, group: ConsumerGroup, member_id: str, remaining: int) -> bool:
-        """Kafka's validateOnlineDowngradeWith{FencedMember,ReplacedMemberId}: `member_id`
-        is the last member of the consumer protocol, and `remaining` members of the
-        classic protocol would form the classic group."""
-        return (group.all_members_use_classic_protocol_except(member_id) and remaining > 0
-                and self.migration_policy.downgrade_enabled and remaining <= self.classic.max_size)
+    def _may_downgrade(self, group: ConsumerGroup, leaving_member_ids, joining: int = 0) -> bool:
+        """Kafka's validateOnlineDowngradeWith{FencedMembers,ReplacedMember}: every member but
+        those leaving speaks the classic protocol, and they (with `joining` members that
+        take a leaving one's place) would form a classic group that the policy and
+        group.max.size allow."""
+        size = len(group.members) - len(set(leaving_member_ids) & group.members.keys()) + joining
+        return (size > 0 and group.all_use_classic_protocol_except(leaving_member_ids)
+                and self.migration_policy.downgrade_enabled and size <= self.classic.max_size)
 
-    def _downgraded(self, group: ConsumerGroup, leaving_member_id: str, joining_member, now_ms: int) -> list:
-        """The records that turn `group` into a classic group without `leaving_member_id`
-        (and with `joining_member` in its place). A downgrade that a member leaving started
-        rebalances the new group at once; the members learn of it from their next
-        heartbeat. (Members of the classic protocol join only with a protocol all the
-        others support, so the new group always has one.)"""
-        classic = classic_group_from_consumer(group, leaving_member_id, joining_member, now_ms)
-        joining_id = joining_member.member_id if joining_member is not None else None
-        records = consumer_group_tombstones(group, leaving_member_id, joining_id)
+    def _downgraded(self, group: ConsumerGroup, leaving_member_ids, joining_member, now_ms: int,
+                    rebalance: bool) -> list:
+        """The records that turn `group` into a classic group without `leaving_member_ids`,
+        and with `joining_member` in the place of the static member of its instance id.
+        With `rebalance` the new group prepares a rebalance at once; its members learn of it
+        from their next heartbeat. (Members of the classic protocol join only with a
+        protocol all the others support, so the new group always has one.)"""
+        classic = classic_group_from_consumer(group, leaving_member_ids, joining_member, now_ms)
+        records = consumer_group_tombstones(group, joining_member)
         records.append(classic.metadata_record(classic.assignment()))
-        for member_id in [*group.members, *([joining_id] if joining_id else [])]:
+        for member_id in [*group.members, *([joining_member.member_id] if joining_member is not None else [])]:
             self._cancel_timers(group.group_id, member_id)
-        self.classic.adopt(classic, now_ms, rebalance=joining_member is None)
+        self.classic.adopt(classic, now_ms, rebalance)
         return records
 
     # ================================================================== timers

@@ -10,7 +10,8 @@ toward its target as its owned partitions allow. The member learns that it must 
 from REBALANCE_IN_PROGRESS on its heartbeat or SyncGroup, and revokes by joining again
 without the partitions it gave up. Instead of the rebalance timeout of the consumer
 protocol it has a join timeout (it must rejoin within its rebalance timeout once asked to)
-and a sync timeout (it must sync within it after joining).
+and a sync timeout (it must sync within it after joining). LeaveGroup removes members of
+either protocol, as Kafka 4.x does (an admin removes static members by instance id).
 
 The coordinator reads the bytes as Kafka's ConsumerProtocol (consumer_protocol.py), which is
 what shoal's classic consumer and Kafka's clients send.
@@ -26,7 +27,6 @@ from ..errors import Errors, KafkaError, raise_if
 from ..messages.group import (
     UNKNOWN_MEMBER_ID, HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, MemberResponse, SyncGroupResponse,
 )
-from . import records as R
 from .consumer_group import ConsumerGroup, ConsumerGroupMember
 from .consumer_protocol import PROTOCOL_TYPE, decode_subscription, encode_assignment
 from .migration import classic_member_metadata, subscription_version
@@ -93,12 +93,20 @@ class ClassicMembers:
 
         updated = _joined_member(member, request, subscription, client_id, client_host)
         owned = {t: frozenset(ps) for t, ps in subscription.owned_partitions if ps}
-        reconciled = self._advance(group, stored, replaced, member, updated, owned, now_ms, records)
-
-        # the last member of the consumer protocol replaced by one of the classic protocol
-        if replaced is not None and self._may_downgrade(group, replaced.member_id, len(group.members)):
-            records += self._downgraded(group, replaced.member_id, reconciled, now_ms)
+        existing = group.static_member(instance_id) if instance_id is not None else None
+        if (existing is not None and not existing.use_classic_protocol
+                and self._may_downgrade(group, {existing.member_id}, joining=1)):
+            # the last member of the consumer protocol replaced by one of the classic
+            # protocol: the group goes back to a classic group, which rebalances only if the
+            # subscription changed; otherwise the member takes the place it inherits
+            group_epoch, resolved = self._subscribe(group, stored, replaced, member, updated, now_ms, records)
+            changed = group_epoch != group.group_epoch
+            reconciled = updated if changed else self._reconcile(
+                group, stored, replaced, member, updated, owned, group.assignment_epoch,
+                group.target_of(member_id, instance_id), resolved, now_ms, records)
+            records += self._downgraded(group, (), reconciled, now_ms, rebalance=changed)
         else:
+            reconciled = self._advance(group, stored, replaced, member, updated, owned, now_ms, records)
             self.timer.cancel(classic_join_timeout_key(gid, member_id))
             self._schedule_classic_session_timeout(gid, reconciled, now_ms)
             self._schedule_classic_timeout(classic_sync_timeout_key(gid, member_id), gid, member_id,
@@ -152,15 +160,17 @@ class ClassicMembers:
     # ================================================================== LeaveGroup
 
     def classic_leave(self, group: ConsumerGroup, request, now_ms: int) -> Result:
-        """Each member of the classic protocol named leaves; the group epoch bumps once."""
-        gid = group.group_id
-        responses, records, left = [], [], []
+        """Each member named leaves, whichever protocol it speaks (so that an admin can
+        remove any static member by its instance id); the group epoch bumps once, or the
+        group goes back to a classic group if only members of the classic protocol stay."""
+        responses, leaving = [], {}
         for identity in request.members:
             member_id, instance_id = identity.member_id, identity.group_instance_id
             try:
                 if instance_id is None:
                     member = group.members.get(member_id)
-                    raise_if(member is None, Errors.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {gid}")
+                    raise_if(member is None, Errors.UNKNOWN_MEMBER_ID,
+                             f"member {member_id} is not in group {group.group_id}")
                 else:
                     member = group.static_member(instance_id)
                     raise_if(member is None, Errors.UNKNOWN_MEMBER_ID, f"instance id {instance_id} is unknown")
@@ -169,27 +179,13 @@ class ClassicMembers:
                              Errors.FENCED_INSTANCE_ID,
                              f"static member {member_id} with instance id {instance_id} was fenced by "
                              f"{member.member_id}")
-                raise_if(not member.use_classic_protocol, Errors.UNKNOWN_MEMBER_ID,
-                         f"member {member.member_id} does not use the classic protocol")
             except KafkaError as e:
                 responses.append(MemberResponse(member_id, instance_id, e.code))
                 continue
-            if member.member_id not in (m.member_id for m in left):
-                records += self._removal_records(group, member)
-                self._cancel_timers(gid, member.member_id)
-                left.append(member)
-            responses.append(MemberResponse(member.member_id, instance_id))
-        if left:
-            names = dict(group.subscribed_topic_counts)
-            for member in left:
-                for t in member.subscribed_topic_names:
-                    names[t] -= 1
-            # members of the classic protocol subscribe by name only: the regexes stay
-            topics = {t for t, n in names.items() if n > 0}.union(
-                *(group.resolved_regexes.get(r, ()) for r in group.regex_counts))
-            epoch = group.group_epoch + 1
-            records.append(R.consumer_group_epoch_record(gid, epoch, self._metadata_hash(group, topics)))
-        return Result(records, LeaveGroupResponse(members=tuple(responses)))
+            leaving[member.member_id] = member
+            responses.append(MemberResponse(member_id, instance_id))
+        return self._fence_members(group, list(leaving.values()), now_ms,
+                                   LeaveGroupResponse(members=tuple(responses)))
 
     # ================================================================== helpers and timers
 

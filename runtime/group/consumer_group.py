@@ -142,10 +142,25 @@ class ConsumerGroup(ModernGroup):
             return bool(names)
         return any(self.classic_protocol_counts[n] == self.num_classic_members for n in names)
 
-    def all_members_use_classic_protocol_except(self, member_id: str) -> bool:
-        member = self.members.get(member_id)
-        return (member is not None and not member.use_classic_protocol
-                and self.num_classic_members == len(self.members) - 1)
+    def all_use_classic_protocol_except(self, member_ids) -> bool:
+        """Whether every member but those named speaks the classic protocol."""
+        excluded = sum(1 for m in member_ids if m in self.members and self.members[m].use_classic_protocol)
+        return self.num_classic_members - excluded == len(self.members) - len(set(member_ids) & self.members.keys())
+
+    def without(self, members) -> tuple[set[str], set[str]]:
+        """What the group subscribes to once `members` are gone: (every topic, by name or
+        by a regex someone still uses; the regexes nobody uses any more)."""
+        names, regexes = dict(self.subscribed_topic_counts), dict(self.regex_counts)
+        for member in members:
+            for t in member.subscribed_topic_names:
+                names[t] -= 1
+            if member.subscribed_topic_regex:
+                regexes[member.subscribed_topic_regex] -= 1
+        topics = {t for t, n in names.items() if n > 0}
+        for regex, n in regexes.items():
+            if n > 0:
+                topics.update(self.resolved_regexes.get(regex, ()))
+        return topics, {r for r, n in regexes.items() if n <= 0}
 
     def waiting_on_unreleased_partition(self, member) -> bool:
         """Whether a member in UNRELEASED_PARTITIONS still waits for a partition of its

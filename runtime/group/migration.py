@@ -6,8 +6,10 @@ A classic group that speaks the consumer protocol becomes a consumer group when 
 joins it with ConsumerGroupHeartbeat: its members keep their last assignment as their
 current and target assignment, at a member epoch equal to the generation, and stay in the
 group as members of the classic protocol. A consumer group goes back to a classic group
-when its last member of the consumer protocol leaves: the classic group's generation is the
-group epoch and each member's assignment its target, and it rebalances at once.
+when members leave and only members of the classic protocol stay (or one of them replaces
+the last member of the consumer protocol under its instance id): the classic group's
+generation is the group epoch and each member's assignment its target, and it rebalances
+at once when members left.
 
 The conversion is one write whose records delete the old group and create the new one
 (tombstones first), so that a load replays the same change. `group.consumer.migration.policy`
@@ -69,14 +71,19 @@ def classic_member_metadata(session_timeout_ms: int, protocols) -> R.ConsumerGro
 
 def consumer_group_from_classic(classic: ClassicGroup, topics: Mapping[str, int]):
     """The consumer group a classic group becomes. Raises ValueError when a member's
-    subscription or assignment does not decode, or two members hold one partition."""
+    subscription or assignment does not decode, when an assignment carries user data (a
+    custom assignor's, which the server assignor would lose: Kafka refuses it too), or when
+    two members hold one partition."""
     group = ConsumerGroup(classic.group_id)
     epoch = classic.generation_id
     group.group_epoch = group.assignment_epoch = epoch
     for m in classic.members.values():
         metadata = m.metadata(classic.protocol_name) if classic.protocol_name else m.protocols[0][1]
         subscription = decode_subscription(metadata)
-        assigned = {t: frozenset(ps) for t, ps in decode_assignment(m.assignment).assigned_partitions
+        assignment = decode_assignment(m.assignment)
+        if assignment.user_data:
+            raise ValueError(f"member {m.member_id}'s assignment carries a custom assignor's user data")
+        assigned = {t: frozenset(ps) for t, ps in assignment.assigned_partitions
                     if ps and t in topics}  # as Kafka, topics the coordinator does not know are left out
         member = ConsumerGroupMember(
             m.member_id, instance_id=m.group_instance_id, rack_id=subscription.rack_id, client_id=m.client_id,
@@ -107,14 +114,13 @@ def consumer_group_records(group) -> list:
 
 # ---------------------------------------------------------------------- consumer -> classic
 
-def consumer_group_tombstones(group, leaving_member_id: str | None = None,
-                              joining_member_id: str | None = None) -> list:
-    """The records that delete `group` with its members (Kafka's createGroupTombstoneRecords,
-    and ...WithReplacedMember: a joining member that replaced the leaving one in this same
-    write is deleted under its own id)."""
+def consumer_group_tombstones(group, joining_member=None) -> list:
+    """The records that delete `group` with its members (Kafka's createGroupTombstoneRecords;
+    with `joining_member`, ...WithReplacedMember: the member that replaced the static member
+    of the same instance id in this same write is deleted under its own id)."""
     gid = group.group_id
-    ids = [joining_member_id if joining_member_id is not None and m == leaving_member_id else m
-           for m in group.members]
+    replaced = group.static_members.get(joining_member.instance_id) if joining_member is not None else None
+    ids = [joining_member.member_id if m == replaced else m for m in group.members]
     records = [R.consumer_group_current_assignment_tombstone(gid, m) for m in ids]
     records += [R.consumer_group_target_assignment_tombstone(gid, m) for m in ids]
     records.append(R.consumer_group_target_assignment_epoch_tombstone(gid))
@@ -124,13 +130,15 @@ def consumer_group_tombstones(group, leaving_member_id: str | None = None,
     return records
 
 
-def classic_group_from_consumer(group, leaving_member_id: str | None, joining_member, now_ms: int) -> ClassicGroup:
-    """The classic group a consumer group becomes once `leaving_member_id` (the last member
-    of the consumer protocol) is gone; `joining_member` is a member of the classic protocol
-    that replaces it under the same instance id in this write, or None. Every member's
-    assignment is its target, in the consumer protocol version its subscription uses."""
+def classic_group_from_consumer(group, leaving_member_ids, joining_member, now_ms: int) -> ClassicGroup:
+    """The classic group a consumer group becomes without `leaving_member_ids`, and with
+    `joining_member` (of the classic protocol) in the place of the static member of its
+    instance id, which it replaces in this write (or None). Every member's assignment is its
+    target (the joining member's, the replaced one's), in the consumer protocol version its
+    subscription uses."""
     classic = ClassicGroup(group.group_id, ClassicGroupState.STABLE, now_ms, group.group_epoch, PROTOCOL_TYPE)
-    members = [m for m in group.members.values() if m.member_id != leaving_member_id]
+    replaced = group.static_members.get(joining_member.instance_id) if joining_member is not None else None
+    members = [m for m in group.members.values() if m.member_id not in leaving_member_ids and m.member_id != replaced]
     if joining_member is not None:
         members.append(joining_member)
     for m in members:
@@ -143,7 +151,7 @@ def classic_group_from_consumer(group, leaving_member_id: str | None, joining_me
     for member in classic.members.values():
         source = member.member_id
         if joining_member is not None and source == joining_member.member_id:
-            source = leaving_member_id  # the joining member takes over what the one it replaced had
+            source = replaced
         target = group.target_assignment.get(source, EMPTY)
         member.assignment = encode_assignment(tuple((t, tuple(sorted(ps))) for t, ps in sorted(target.items())),
                                               version=subscription_version(member.metadata(classic.protocol_name)))

@@ -181,6 +181,19 @@ def test_the_upgrade_answers_pending_joins_with_rebalance_in_progress(tmp_path):
     assert group(h).members["a"].member_epoch == gen
 
 
+def test_a_new_classic_group_in_its_first_rebalance_is_upgraded_too(tmp_path):
+    """A departure from Kafka (README): its members have no protocol chosen yet, and Kafka
+    fails the heartbeat with an internal error; here their first protocol's subscription
+    counts, and the JoinGroup waiting in the classic group hears REBALANCE_IN_PROGRESS."""
+    h = harness(tmp_path)
+    waiting = h.write(lambda s, now: s.join_group(JoinGroupRequest(G, SESSION, "", "consumer", protos(), REBALANCE,
+                                                                   "i"), now, "a"))
+    assert str(group(h).state) == "PreparingRebalance" and group(h).protocol_name is None
+    hb(h)
+    assert waiting.result().error_code == RIN
+    g = group(h)
+    assert g.type == "consumer" and g.members["a"].subscribed_topic_names == {"t"}
+
 @pytest.mark.parametrize("policy", ["disabled", "DOWNGRADE"])
 def test_the_policy_can_forbid_the_upgrade(tmp_path, policy):
     h = harness(tmp_path, **{"group.consumer.migration.policy": policy})
@@ -237,6 +250,14 @@ def test_an_upgrade_of_members_that_hold_one_partition_twice_is_refused(tmp_path
     assert e.value.error is Errors.GROUP_ID_NOT_FOUND
     assert group(h).type == "classic" and h.end_offset == end
 
+
+def test_an_upgrade_that_would_lose_a_custom_assignors_user_data_is_refused(tmp_path):
+    h = harness(tmp_path)
+    stable_group(h, ("a",), {"a": encode_assignment(tps(t=(0, 1, 2, 3)), user_data=b"custom")})
+    with pytest.raises(KafkaError) as e:
+        hb(h)
+    assert e.value.error is Errors.GROUP_ID_NOT_FOUND
+    assert group(h).type == "classic"
 
 def test_an_upgrade_of_members_whose_subscription_does_not_decode_is_refused(tmp_path):
     h = harness(tmp_path)
@@ -352,17 +373,30 @@ def test_a_classic_member_commits_with_its_generation(tmp_path):
 
 def test_classic_members_leave_a_consumer_group(tmp_path):
     h = harness(tmp_path)
-    gen = upgraded(h)
+    upgraded(h)
     epoch = group(h).group_epoch
     response, records = written(h, lambda s, now: s.leave_group(LeaveGroupRequest(
-        G, (MemberIdentity("a"), MemberIdentity("c"), MemberIdentity("zz"))), now))
-    assert response.members == (MemberResponse("a"), MemberResponse("c", None, Errors.UNKNOWN_MEMBER_ID.code),
-                                MemberResponse("zz", None, Errors.UNKNOWN_MEMBER_ID.code))
-    assert records[:3] == [R.consumer_group_current_assignment_tombstone(G, "a"),
-                           R.consumer_group_target_assignment_tombstone(G, "a"),
-                           R.consumer_group_member_subscription_tombstone(G, "a")]
-    assert records[3].value.epoch == epoch + 1 and len(records) == 4
-    assert set(group(h).members) == {"b", "c"} and gen < group(h).group_epoch
+        G, (MemberIdentity("a"), MemberIdentity("zz"), MemberIdentity("a"))), now))
+    assert response.members == (MemberResponse("a"), MemberResponse("zz", None, Errors.UNKNOWN_MEMBER_ID.code),
+                                MemberResponse("a"))
+    assert records == [R.consumer_group_current_assignment_tombstone(G, "a"),
+                       R.consumer_group_target_assignment_tombstone(G, "a"),
+                       R.consumer_group_member_subscription_tombstone(G, "a"),
+                       R.consumer_group_epoch_record(G, epoch + 1, metadata_hash(["t"], {"t": 4}))]
+    assert set(group(h).members) == {"b", "c"}
+
+
+def test_a_leave_group_that_removes_the_last_consumer_protocol_member_downgrades(tmp_path):
+    """As Kafka 4.x, LeaveGroup removes a member of either protocol (an admin's
+    removeMembersFromConsumerGroup); with only members of the classic protocol left, the
+    group goes back to a classic group."""
+    h = harness(tmp_path)
+    gen = upgraded(h)
+    response = cleave(h, "c")
+    assert response.members == (MemberResponse("c"),)
+    g = group(h)
+    assert (g.type, set(g.members), g.generation_id, str(g.state)) == ("classic", {"a", "b"}, gen + 1,
+                                                                         "PreparingRebalance")
 
 
 def test_a_classic_member_that_does_not_rejoin_in_time_is_fenced(tmp_path):
@@ -428,7 +462,7 @@ def test_a_classic_static_member_back_under_a_new_id_replaces_itself(tmp_path):
         cheartbeat(h, "s1", epoch, instance="i")
     assert e.value.error is Errors.FENCED_INSTANCE_ID
     # an admin removes it by its instance id alone
-    assert cleave(h, ("", "i")).members == (MemberResponse("s2", "i"),)
+    assert cleave(h, ("", "i")).members == (MemberResponse("", "i"),)
     assert "s2" not in group(h).members and gen < epoch
 
 
@@ -558,6 +592,29 @@ def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades(t
     assert synced.assignment == g.members["s2"].assignment
     assert h.reload().groups[G].static_member_id("i") == "s2"
 
+
+def test_a_classic_static_member_with_another_subscription_downgrades_and_rebalances(tmp_path):
+    h = harness(tmp_path)
+    gen = classic_ab(h)
+    hb(h, new_member_id="s1", instance="i")
+    epoch = group(h).group_epoch
+    cjoin(h, "", "s2", instance="i", topics=("t", "u"))
+    g = group(h)
+    assert (g.type, set(g.members), str(g.state)) == ("classic", {"a", "b", "s2"}, "PreparingRebalance")
+    assert g.generation_id == epoch > gen  # the consumer group's epoch before the new subscription
+
+
+def test_a_group_left_with_only_classic_members_downgrades_when_the_policy_allows_it(tmp_path):
+    h = harness(tmp_path, **{"group.consumer.migration.policy": "upgrade"})
+    gen = upgraded(h)
+    hb(h, "c", -1)
+    assert group(h).type == "consumer" and group(h).num_classic_members == 2
+    h.runtime.config["group.consumer.migration.policy"] = "bidirectional"  # a restart with the new policy
+    h.reload()
+    h.call(lambda s, now: s.update_topics({"t": 4}, now))
+    cleave(h, "a")
+    g = group(h)
+    assert (g.type, set(g.members), g.generation_id) == ("classic", {"b"}, gen + 2)
 
 def test_an_empty_consumer_group_gives_way_to_a_classic_group(tmp_path):
     h = harness(tmp_path)
