@@ -72,28 +72,25 @@ class ClassicMembers:
 
         records: list = []
         replaced = None
+        existing = group.static_member(instance_id) if instance_id is not None else None
         if instance_id is None:
             stored = group.members.get(member_id)
             member = stored if stored is not None else ConsumerGroupMember(member_id)
+        elif not unknown:
+            raise_if(existing is None, Errors.UNKNOWN_MEMBER_ID, f"instance id {instance_id} is unknown")
+            raise_if(existing.member_id != member_id, Errors.FENCED_INSTANCE_ID,
+                     f"static member {member_id} with instance id {instance_id} was fenced by {existing.member_id}")
+            stored = member = existing
+        elif existing is None:
+            stored, member = None, ConsumerGroupMember(member_id)
         else:
-            existing = group.static_member(instance_id)
-            if not unknown:
-                raise_if(existing is None, Errors.UNKNOWN_MEMBER_ID, f"instance id {instance_id} is unknown")
-                raise_if(existing.member_id != member_id, Errors.FENCED_INSTANCE_ID,
-                         f"static member {member_id} with instance id {instance_id} was fenced by "
-                         f"{existing.member_id}")
-                stored = member = existing
-            elif existing is None:
-                stored, member = None, ConsumerGroupMember(member_id)
-            else:
-                # the instance is back under a new member id: it takes over the old one's place
-                stored, replaced = None, existing
-                member = dataclasses.replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
-                records += self._replace_member_records(group, existing, member)
+            # the instance is back under a new member id: it takes over the old one's place
+            stored, replaced = None, existing
+            member = dataclasses.replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+            records += self._replace_member_records(group, existing, member)
 
         updated = _joined_member(member, request, subscription, client_id, client_host)
         owned = {t: frozenset(ps) for t, ps in subscription.owned_partitions if ps}
-        existing = group.static_member(instance_id) if instance_id is not None else None
         if (existing is not None and not existing.use_classic_protocol
                 and self._may_downgrade(group, {existing.member_id}, joining=1)):
             # the last member of the consumer protocol replaced by one of the classic
