@@ -104,8 +104,7 @@ def consumer_group_records(group) -> list:
     members = list(group.members.values())
     records = [R.consumer_group_member_subscription_record(gid, m) for m in members]
     records.append(R.consumer_group_epoch_record(gid, group.group_epoch, group.metadata_hash))
-    records += [R.consumer_group_target_assignment_record(gid, m.member_id, group.target_assignment.get(m.member_id,
-                                                                                                      EMPTY))
+    records += [R.consumer_group_target_assignment_record(gid, m.member_id, group.target_of(m.member_id))
                 for m in members]
     records.append(R.consumer_group_target_assignment_epoch_record(gid, group.assignment_epoch))
     records += [R.consumer_group_current_assignment_record(gid, m) for m in members]
