@@ -569,7 +569,10 @@ def test_empty_classic_group_with_offsets_becomes_a_consumer_group(tmp_path):
     assert h.shard.groups[G].type == "consumer"
 
 
-def test_classic_group_with_members_keeps_its_id(tmp_path):
+def test_classic_group_with_members_that_cannot_be_upgraded_keeps_its_id(tmp_path):
+    """A live classic group is upgraded when a member joins with ConsumerGroupHeartbeat
+    (test_migration.py), unless its members' subscriptions are not consumer protocol bytes,
+    as here."""
     h = harness(tmp_path)
     join = JoinGroupRequest(G, 10_000, "", protocol_type="consumer", rebalance_timeout_ms=10_000,
                             protocols=(JoinGroupRequestProtocol("range", b""),))
@@ -579,6 +582,7 @@ def test_classic_group_with_members_keeps_its_id(tmp_path):
     with pytest.raises(KafkaError) as e:
         hb(h, "a")
     assert e.value.error is Errors.GROUP_ID_NOT_FOUND
+    assert h.shard.groups[G].type == "classic"
 
 
 def test_failed_write_reverts_to_the_durable_state(tmp_path):
