@@ -430,7 +430,7 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
             records += [R.consumer_group_current_assignment_tombstone(gid, member.member_id),
                         R.consumer_group_target_assignment_tombstone(gid, member.member_id),
                         R.consumer_group_member_subscription_tombstone(gid, member.member_id)]
-        topics, unused_regexes = group.without(members)
+        topics, unused_regexes = group.subscriptions_without(members)
         records += [R.consumer_group_regex_tombstone(gid, r) for r in sorted(unused_regexes)]
         records.append(R.consumer_group_epoch_record(gid, group.group_epoch + 1, self._metadata_hash(group, topics)))
         for member_id in leaving:

@@ -147,7 +147,7 @@ class ConsumerGroup(ModernGroup):
         excluded = sum(1 for m in member_ids if m in self.members and self.members[m].use_classic_protocol)
         return self.num_classic_members - excluded == len(self.members) - len(set(member_ids) & self.members.keys())
 
-    def without(self, members) -> tuple[set[str], set[str]]:
+    def subscriptions_without(self, members) -> tuple[set[str], set[str]]:
         """What the group subscribes to once `members` are gone: (every topic, by name or
         by a regex someone still uses; the regexes nobody uses any more)."""
         names, regexes = dict(self.subscribed_topic_counts), dict(self.regex_counts)
