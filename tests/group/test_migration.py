@@ -481,6 +481,17 @@ def test_the_upgrade_answers_pending_syncs_with_rebalance_in_progress(tmp_path):
     assert waiting.result().error_code == RIN
     assert group(h).members["b"].member_epoch == gen + 1
 
+def test_a_loaded_classic_member_keeps_its_own_session_timeout(tmp_path):
+    h = harness(tmp_path)
+    upgraded(h)
+    h.reload()
+    h.call(lambda s, now: s.update_topics({"t": 4}, now))
+    assert group(h).members["a"].classic_member_metadata.session_timeout_ms == SESSION
+    h.advance(SESSION // 2)
+    hb(h, "c", group(h).group_epoch)
+    h.advance(SESSION // 2)
+    assert set(group(h).members) == {"c"}
+
 def test_describe_tells_the_member_type(tmp_path):
     h = harness(tmp_path)
     upgraded(h)
