@@ -44,6 +44,7 @@ __all__ = ["Admin", "GroupListing", "GroupDescription", "MemberDescription", "Li
            "SharePartitionOffset"]
 
 UNKNOWN = -1  # Kafka's tools print "-" for an offset or lag they do not know
+_MEMBER_TYPES = {0: False, 1: True}  # ConsumerGroupDescribe's MemberType -> MemberDescription.upgraded
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,9 @@ class MemberDescription:
     member_epoch: int | None  # None for classic members (they have a generation, not an epoch)
     assignment: frozenset  # of TopicPartition
     target_assignment: frozenset | None  # None where the protocol has no target (classic)
+    # in a consumer group, whether the member speaks the consumer protocol (False: it joined
+    # with JoinGroup, as during an online migration); None in other groups (Kafka's upgraded())
+    upgraded: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -250,7 +254,8 @@ class Admin:
             members = tuple(MemberDescription(
                 m.member_id, getattr(m, "instance_id", None), m.client_id, m.client_host, m.member_epoch,
                 _partitions(m.assignment.topic_partitions),
-                _partitions(m.target_assignment.topic_partitions) if hasattr(m, "target_assignment") else None)
+                _partitions(m.target_assignment.topic_partitions) if hasattr(m, "target_assignment") else None,
+                _MEMBER_TYPES.get(getattr(m, "member_type", None)) if kind == "consumer" else None)
                 for m in g.members)
             return GroupDescription(group_id, kind, g.group_state, kind if kind == "share" else "consumer",
                                     g.assignor_name, g.group_epoch, members)

@@ -8,6 +8,9 @@ rebalance events in one Ray call per `poll`, and runs the ConsumerRebalanceListe
 When a listener is registered, the actor waits (up to max_poll_interval_ms) for the facade
 to have run on_partitions_revoked before it rejoins, so a commit made in the callback still
 counts, as in Kafka where the rebalance itself runs inside poll.
+
+Every change of what a group member owns is logged with `time.time()` (`ownership_history()`),
+so that tests on one machine can check that no two members owned a partition at once.
 """
 from __future__ import annotations
 
@@ -118,6 +121,8 @@ class ConsumerActor(ClientActor):
         self.next_drain = 0
         self.metadata_snapshot: tuple | None = None  # the leader's (topics, partition counts) of its last assignment
         self.metadata_checked = 0.0
+        self.ownership: list[tuple[float, str, tuple]] = []
+        self.logged_owned: set = set()  # what the log says it owns: from assigned until revoked or lost
 
     def _start(self) -> None:
         if not self.loops_started:
@@ -247,6 +252,10 @@ class ConsumerActor(ClientActor):
         return {"member_id": self.member_id, "generation": self.generation, "state": self.state,
                 "protocol": self.protocol, "assignment": sorted(self.parts)}
 
+    async def ownership_history(self) -> list:
+        """[(time.time(), "assigned" | "revoked" | "lost", ((topic, partition), ...))]"""
+        return list(self.ownership)
+
     async def prepare_close(self) -> list:
         """First half of close: stop fetching; the facade runs on_partitions_revoked next."""
         self.closed = True
@@ -285,7 +294,7 @@ class ConsumerActor(ClientActor):
                 # Kafka's heartbeat thread leaves for a consumer stuck outside poll; its
                 # partitions are lost (the next poll rejoins).
                 lost = set(self.parts)
-                await self._leave("consumer poll timeout has expired (max_poll_interval_ms)")
+                await self._leave("consumer poll timeout has expired (max_poll_interval_ms)", LOST)
                 self.poll_expired = True
                 await self._emit(LOST, lost)
                 continue
@@ -371,6 +380,7 @@ class ConsumerActor(ClientActor):
         if self.generation == -1:
             lost = set(self.parts)
             self._drop(lost)
+            self._log(LOST, lost)
             self.last_assignment = {}
             await self._emit(LOST, lost)
             return
@@ -382,6 +392,7 @@ class ConsumerActor(ClientActor):
             revoked = set(self.parts)
             await self._emit(REVOKED, revoked)
             self._drop(revoked)
+            self._log(REVOKED, revoked)
 
     async def _on_join_complete(self, assigned_partitions) -> None:
         assigned = {TopicPartition(t, p) for t, ps in assigned_partitions for p in ps}
@@ -395,8 +406,10 @@ class ConsumerActor(ClientActor):
                 await self._commit_quietly({tp: o for tp, o in self._consumed().items() if tp in revoked})
             await self._emit(REVOKED, revoked)
             self._drop(revoked)
+            self._log(REVOKED, revoked)
             self.rejoin_needed = True
         added = assigned - set(self.parts)
+        self._log(ASSIGNED, added)
         self._add(added)
         await self._emit(ASSIGNED, added, force=True)
 
@@ -479,10 +492,13 @@ class ConsumerActor(ClientActor):
             timeout_s=self.s["session_timeout_ms"] / 1000)
         self._member_error(response.error_code)
 
-    async def _leave(self, reason: str) -> None:
-        """Kafka's maybeLeaveGroup: a dynamic member says goodbye; a static member just
-        forgets its generation, so that coming back within the session timeout is no
-        rebalance."""
+    async def _leave(self, reason: str, kind: str = REVOKED) -> None:
+        """Kafka's maybeLeaveGroup: the partitions are given up first (`kind`: revoked, or
+        lost), then a dynamic member says goodbye; a static member just forgets its
+        generation, so that coming back within the session timeout is no rebalance."""
+        given_up = set(self.parts)
+        self._drop(given_up)
+        self._log(kind, given_up)
         if self.member_id and self.instance_id is None and self.generation != -1:
             try:
                 await self._call(self.group_coordinator_name(self.group_id), "leave_group", LeaveGroupRequest(
@@ -490,7 +506,6 @@ class ConsumerActor(ClientActor):
                     timeout_s=self.s["request_timeout_ms"] / 1000)
             except KafkaError as e:
                 log.info("%s: leave_group failed: %s", self.client_id, e)
-        self._drop(set(self.parts))
         self.member_id, self.generation, self.state = "", -1, _UNJOINED
         self.last_assignment = {}
 
@@ -589,6 +604,18 @@ class ConsumerActor(ClientActor):
             self.parts[tp] = _Partition()
         if tps:
             self._spawn(self._start_fetching(sorted(tps)))
+
+    def _log(self, kind: str, partitions) -> None:
+        """Ownership begins before fetching starts and ends once the partitions are given
+        up; each change is logged once (a revocation overtaken by a fence ends as lost)."""
+        if kind == ASSIGNED:
+            changed = set(partitions) - self.logged_owned
+            self.logged_owned |= changed
+        else:
+            changed = set(partitions) & self.logged_owned
+            self.logged_owned -= changed
+        if changed:
+            self.ownership.append((time.time(), kind, tuple(sorted(changed))))
 
     def _drop(self, tps) -> None:
         for tp in tps:

@@ -11,8 +11,8 @@ stop fetching the revoked partitions, commit their offsets (auto commit), run
 partitions are lost (`on_partitions_lost`) and it rejoins with epoch 0. Offset commits
 carry the member epoch.
 
-Every change of what the actor owns is logged with `time.time()` (`ownership_history()`),
-so that tests on one machine can check that no two members owned a partition at once.
+Every change of what the actor owns is logged as the classic consumer's is
+(`ownership_history()`).
 """
 from __future__ import annotations
 
@@ -42,8 +42,6 @@ class ModernConsumerActor(ConsumerActor):
         self.membership = MembershipManager(group_id or "", str(uuid.uuid4()), self.rebalance_timeout_ms,
                                             self.instance_id, server_assignor=settings.get("group_remote_assignor"))
         self.member_id = self.membership.member_id
-        self.ownership: list[tuple[float, str, tuple]] = []
-        self.logged_owned: set = set()  # what the log says it owns: from assigned until revoked or lost
 
     # ================================================================== the user's calls
 
@@ -62,10 +60,6 @@ class ModernConsumerActor(ConsumerActor):
         m = self.membership
         return {"member_id": m.member_id, "member_epoch": m.member_epoch, "state": m.state.value,
                 "assignment": sorted(self.parts), "heartbeat_interval_ms": m.heartbeat_interval_ms}
-
-    async def ownership_history(self) -> list:
-        """[(time.time(), "assigned" | "revoked" | "lost", ((topic, partition), ...))]"""
-        return list(self.ownership)
 
     # ================================================================== the heartbeat loop
 
@@ -173,18 +167,6 @@ class ModernConsumerActor(ConsumerActor):
         self._drop(partitions)
         self._log(kind, partitions)
         await self._emit(kind, partitions)
-
-    def _log(self, kind: str, partitions) -> None:
-        """Ownership begins before fetching starts and ends once the partitions are given
-        up; each change is logged once (a revocation overtaken by a fence ends as lost)."""
-        if kind == ASSIGNED:
-            changed = set(partitions) - self.logged_owned
-            self.logged_owned |= changed
-        else:
-            changed = set(partitions) & self.logged_owned
-            self.logged_owned -= changed
-        if changed:
-            self.ownership.append((time.time(), kind, tuple(sorted(changed))))
 
     # ================================================================== leaving and offsets
 

@@ -79,6 +79,9 @@ class ClassicGroupManager:
         self.max_size = int(config.get("group.max.size", 2147483647))
         self.initial_rebalance_delay_ms = int(config.get("group.initial.rebalance.delay.ms", 3000))
         self.loaded = False
+        # live groups that this write's GroupMetadata record brings in from another group
+        # type (see adopt); replay installs them in place of a group rebuilt from the record
+        self._adopting: dict[str, ClassicGroup] = {}
 
     def _group(self, group_id: str, mismatch: Errors) -> ClassicGroup | None:
         return find_group(self.groups, group_id, "classic", mismatch)
@@ -93,16 +96,22 @@ class ClassicGroupManager:
 
     # ================================================================== JoinGroup
 
-    def join_group(self, request: JoinGroupRequest, now_ms: int, new_member_id: str,
-                   client_id: str = "", client_host: str = "") -> Result:
+    def validate_join(self, request: JoinGroupRequest) -> None:
+        """What every JoinGroup must pass, whatever the group's type."""
         raise_if(not request.group_id, Errors.INVALID_GROUP_ID, "empty group id")
         raise_if(not self.min_session_timeout_ms <= request.session_timeout_ms <= self.max_session_timeout_ms,
                  Errors.INVALID_SESSION_TIMEOUT,
                  f"session timeout {request.session_timeout_ms} ms is outside "
                  f"[{self.min_session_timeout_ms}, {self.max_session_timeout_ms}]")
+
+    def join_group(self, request: JoinGroupRequest, now_ms: int, new_member_id: str,
+                   client_id: str = "", client_host: str = "", replacing=()) -> Result:
+        """`replacing`: the tombstones of an empty group of another type (a consumer group)
+        that this JoinGroup replaces with a new classic group."""
+        self.validate_join(request)
         group_id, member_id = request.group_id, request.member_id
         unknown = member_id == UNKNOWN_MEMBER_ID
-        group = self._group(group_id, Errors.INCONSISTENT_GROUP_PROTOCOL)
+        group = None if replacing else self._group(group_id, Errors.INCONSISTENT_GROUP_PROTOCOL)
         new_group = group is None
         if new_group:
             raise_if(not unknown, Errors.UNKNOWN_MEMBER_ID, f"group {group_id} does not exist")
@@ -119,7 +128,9 @@ class ClassicGroupManager:
                  f"protocols {sorted(names)} of type {request.protocol_type!r} do not fit group {group_id}")
         if not unknown and member_id not in group.pending_join_members:
             group.validate_member(member_id, request.group_instance_id)
-        if new_group:
+        if new_group and replacing:
+            self._adopting[group_id] = group  # the other group's tombstones must replay first
+        elif new_group:
             self.groups[group_id] = group
 
         if unknown:
@@ -132,6 +143,7 @@ class ClassicGroupManager:
         if new_group and not out.records:
             # make the new group durable, as Kafka does, so it survives a restart
             out.records.append(group.empty_record())
+        out.records[:0] = replacing
         return out.result(response)
 
     def _accepts_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
@@ -493,7 +505,8 @@ class ClassicGroupManager:
                     group._transition(S.DEAD, group.current_state_timestamp or 0)
             return
         if not self.loaded or not isinstance(group, ClassicGroup):
-            self.groups[key.group] = ClassicGroup.from_record(key.group, value)
+            adopted = self._adopting.pop(key.group, None) if self.loaded else None
+            self.groups[key.group] = adopted if adopted is not None else ClassicGroup.from_record(key.group, value)
         elif group.matches_record(value):
             # the checkpoint of the live group: its assignment is now part of the group
             for m in value.members:
@@ -502,6 +515,35 @@ class ClassicGroupManager:
                 group._transition(S.STABLE, value.current_state_timestamp)
         # otherwise the live group is ahead of the record (members joined a new group
         # whose empty record this is): nothing to apply
+
+    # ================================================================== conversions (migration.py)
+
+    def converted(self, group: ClassicGroup) -> list:
+        """A live classic group that becomes a consumer group in this write: the members
+        waiting in its rebalance hear REBALANCE_IN_PROGRESS (they join the consumer group
+        instead), and its timers stop. Returns the completions."""
+        out = _Out()
+        gid = group.group_id
+        error = Errors.REBALANCE_IN_PROGRESS.code
+        for member in group.members.values():
+            self._complete_join_future(group, member, JoinGroupResponse(error_code=error, member_id=member.member_id),
+                                       out)
+            self._complete_sync_future(group, member, SyncGroupResponse(error_code=error), out)
+        for member_id in [*group.members, *group.pending_join_members]:
+            self.timer.cancel(heartbeat_key(gid, member_id))
+        self.timer.cancel(rebalance_key(gid))
+        self.timer.cancel(pending_sync_key(gid))
+        return out.completions
+
+    def adopt(self, group: ClassicGroup, now_ms: int, rebalance: bool) -> None:
+        """A classic group that a consumer group becomes in this write (its GroupMetadata
+        record comes last): its members' sessions start now, and with `rebalance` it
+        prepares a rebalance at once, which they join when their heartbeat tells them to."""
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member, now_ms)
+        if rebalance:
+            self._prepare_rebalance(group, now_ms, _Out())
+        self._adopting[group.group_id] = group
 
     def on_loaded(self, now_ms: int) -> None:
         """Members of loaded groups must heartbeat within their session timeout; a group

@@ -1,6 +1,7 @@
 """KIP-848 consumer groups: ConsumerGroupHeartbeat, ConsumerGroupDescribe and the topic
-metadata updates that drive them (Kafka's GroupMetadataManager consumer-group half, with
-ConsumerGroup and ConsumerGroupMember).
+metadata updates that drive them (Kafka's GroupMetadataManager consumer-group half; the
+group model is in consumer_group.py, the members of the classic protocol in
+consumer_classic.py, the conversions to and from classic groups in migration.py).
 
 A heartbeat (1) creates or updates the member and bumps the group epoch when its
 subscription changed, (2) recomputes the target assignment when the group epoch is ahead
@@ -10,17 +11,12 @@ writes records; nothing here changes hard state except the `_replay_*` handlers.
 
 The coordinator learns topics (name -> partition count) from `update_topics`; until the
 first call it answers heartbeats with COORDINATOR_LOAD_IN_PROGRESS, so the owner calls it
-after every load. The group state (Empty, Assigning, Reconciling, Stable) is derived from
-the epochs and the members, as Kafka derives it; the member states have their table in
-reconcile.py.
+after every load. The member states have their table in reconcile.py.
 """
 from __future__ import annotations
 
 import dataclasses
-import enum
 import re
-from collections import Counter
-from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..assignors import server_assignor
@@ -32,186 +28,22 @@ from ..messages.consumer import (
     ConsumerGroupDescribeResponseTopicPartitions, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
     ConsumerGroupHeartbeatResponseAssignment, ConsumerGroupHeartbeatResponseTopicPartitions,
 )
-from ..messages.group import DescribedGroup, DescribedGroupMember, ListedGroup
 from . import records as R
-from .modern import (
-    EMPTY, AssignmentPacer, ModernGroup, ModernGroupConfig, ModernGroupManager, assignment_from,
-    assignment_timer_key, compute_target_assignment, metadata_hash, rebalance_timeout_key, session_timeout_key,
+from .consumer_classic import ClassicMembers, classic_join_timeout_key, classic_sync_timeout_key
+from .consumer_group import ConsumerGroup, ConsumerGroupMember, ConsumerGroupState
+from .consumer_protocol import PROTOCOL_TYPE
+from .migration import (
+    MIGRATION_POLICY_CONFIG, MigrationPolicy, classic_group_from_consumer, consumer_group_from_classic,
+    consumer_group_records, consumer_group_tombstones,
 )
-from .reconcile import MemberState, is_reconciled_to, reconcile
+from .modern import (
+    EMPTY, AssignmentPacer, ModernGroupConfig, ModernGroupManager, assignment_from, assignment_timer_key,
+    compute_target_assignment, metadata_hash, rebalance_timeout_key, session_timeout_key,
+)
+from .reconcile import MemberState, reconcile
 from .registry import find_group
 
 __all__ = ["ConsumerGroupState", "ConsumerGroupMember", "ConsumerGroup", "ConsumerGroupManager"]
-
-
-class ConsumerGroupState(enum.Enum):
-    EMPTY = "Empty"
-    ASSIGNING = "Assigning"
-    RECONCILING = "Reconciling"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupMember:
-    member_id: str
-    instance_id: str | None = None
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    subscribed_topic_names: frozenset = frozenset()
-    subscribed_topic_regex: str | None = None
-    rebalance_timeout_ms: int = -1
-    server_assignor: str | None = None
-    member_epoch: int = 0
-    previous_member_epoch: int = 0
-    state: MemberState = MemberState.STABLE
-    assigned_partitions: Mapping = field(default_factory=dict)
-    partitions_pending_revocation: Mapping = field(default_factory=dict)
-
-    def same_assignment_state(self, other: "ConsumerGroupMember | None") -> bool:
-        if other is self:
-            return True
-        return (other is not None and self.member_epoch == other.member_epoch
-                and self.previous_member_epoch == other.previous_member_epoch and self.state is other.state
-                and self.assigned_partitions == other.assigned_partitions
-                and self.partitions_pending_revocation == other.partitions_pending_revocation)
-
-
-class ConsumerGroup(ModernGroup):
-    type = "consumer"
-
-    def __init__(self, group_id: str) -> None:
-        super().__init__(group_id)
-        self.resolved_regexes: dict[str, frozenset[str]] = {}
-        self.regex_counts: dict[str, int] = {}  # regex -> members subscribing with it
-
-    # ------------------------------------------------------------------ subscriptions
-
-    def subscribed_topics(self, member, resolved: Mapping[str, frozenset] | None = None) -> frozenset[str]:
-        regex = member.subscribed_topic_regex
-        if not regex:
-            return member.subscribed_topic_names
-        matched = (resolved or {}).get(regex)
-        if matched is None:
-            matched = self.resolved_regexes.get(regex, frozenset())
-        return member.subscribed_topic_names | matched
-
-    def regex_counts_with(self, old_member, new_member) -> dict[str, int]:
-        counts = dict(self.regex_counts)
-        if old_member is not None and old_member.subscribed_topic_regex:
-            n = counts.get(old_member.subscribed_topic_regex, 0) - 1
-            if n > 0:
-                counts[old_member.subscribed_topic_regex] = n
-            else:
-                counts.pop(old_member.subscribed_topic_regex, None)
-        if new_member is not None and new_member.subscribed_topic_regex:
-            counts[new_member.subscribed_topic_regex] = counts.get(new_member.subscribed_topic_regex, 0) + 1
-        return counts
-
-    def all_subscribed_topics(self, old_member=None, new_member=None,
-                              resolved: Mapping[str, frozenset] | None = None) -> set[str]:
-        """Every topic the group subscribes to, by name or by regex, if `old_member`
-        became `new_member` and the regexes resolved as `resolved` says."""
-        if old_member is None and new_member is None:
-            names, regexes = self.subscribed_topic_counts, self.regex_counts
-        else:
-            names = self.subscribed_topic_counts_with(old_member, new_member)
-            regexes = self.regex_counts_with(old_member, new_member)
-        topics = set(names)
-        for regex in regexes:
-            matched = (resolved or {}).get(regex)
-            topics.update(matched if matched is not None else self.resolved_regexes.get(regex, ()))
-        return topics
-
-    def preferred_assignor(self, old_member=None, new_member=None) -> str | None:
-        """The server assignor most members ask for (Kafka's computePreferredServerAssignor);
-        ties go to the name that sorts first."""
-        counts = Counter(m.server_assignor for m in self.members.values() if m.server_assignor)
-        if old_member is not None and old_member.server_assignor:
-            counts[old_member.server_assignor] -= 1
-        if new_member is not None and new_member.server_assignor:
-            counts[new_member.server_assignor] += 1
-        best = sorted((-n, name) for name, n in counts.items() if n > 0)
-        return best[0][1] if best else None
-
-    # ------------------------------------------------------------------ state
-
-    @property
-    def state(self) -> ConsumerGroupState:
-        if not self.members:
-            return ConsumerGroupState.EMPTY
-        if self.group_epoch > self.assignment_epoch:
-            return ConsumerGroupState.ASSIGNING
-        epoch = self.assignment_epoch
-        if any(not is_reconciled_to(m, epoch) for m in self.members.values()):
-            return ConsumerGroupState.RECONCILING
-        return ConsumerGroupState.STABLE
-
-    # ------------------------------------------------------------------ replay helpers
-
-    def apply_member(self, member) -> None:
-        self.regex_counts = self.regex_counts_with(self.members.get(member.member_id), member)
-        super().apply_member(member)
-
-    def apply_member_removed(self, member_id: str) -> None:
-        old = self.members.get(member_id)
-        if old is not None:
-            self.regex_counts = self.regex_counts_with(old, None)
-        super().apply_member_removed(member_id)
-
-    # ------------------------------------------------------------------ Kafka's Group interface
-
-    def validate_offset_commit(self, member_id: str, group_instance_id: str | None, member_epoch: int) -> None:
-        if member_epoch < 0 and not self.members:
-            return  # the admin client, or a consumer without group management
-        self._raise_if_not_current(member_id, member_epoch)
-
-    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
-        if member_epoch < 0 and not member_id:
-            return
-        self._raise_if_not_current(member_id, member_epoch)
-
-    def _raise_if_not_current(self, member_id: str | None, member_epoch: int) -> None:
-        member = self.members.get(member_id)
-        if member is None:
-            raise KafkaError(Errors.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {self.group_id}")
-        if member_epoch != member.member_epoch:
-            raise KafkaError(Errors.STALE_MEMBER_EPOCH,
-                             f"member epoch {member_epoch} is not {member_id}'s current epoch {member.member_epoch}")
-
-    def validate_offset_delete(self) -> None:
-        """Any consumer group may delete offsets; subscribed topics are refused per
-        partition (GROUP_SUBSCRIBED_TO_TOPIC) by the offsets manager."""
-
-    def validate_delete(self) -> None:
-        raise_if(bool(self.members), Errors.NON_EMPTY_GROUP, f"group {self.group_id} is {self.state}")
-
-    def is_subscribed_to_topic(self, topic: str) -> bool:
-        return topic in self.subscribed_topic_counts or any(
-            topic in self.resolved_regexes.get(r, ()) for r in self.regex_counts)
-
-    def offset_expiration_base(self):
-        return lambda o: o.commit_timestamp
-
-    def as_listed_group(self) -> ListedGroup:
-        return ListedGroup(self.group_id, "consumer", str(self.state), self.type)
-
-    def describe(self) -> DescribedGroup:
-        members = tuple(DescribedGroupMember(m.member_id, m.instance_id, m.client_id, m.client_host)
-                        for m in self.members.values())
-        return DescribedGroup(self.group_id, group_state=str(self.state), protocol_type="consumer", members=members)
-
-    def tombstones(self) -> list:
-        """The records that delete this (empty) group."""
-        gid = self.group_id
-        records = [R.consumer_group_target_assignment_tombstone(gid, m) for m in sorted(self.target_assignment)]
-        records += [R.consumer_group_regex_tombstone(gid, r) for r in sorted(self.resolved_regexes)]
-        records += [R.consumer_group_target_assignment_epoch_tombstone(gid), R.consumer_group_epoch_tombstone(gid)]
-        return records
 
 
 def _owned_from(topic_partitions) -> dict | None:
@@ -241,14 +73,18 @@ def _describe_assignment(assignment: Mapping) -> ConsumerGroupDescribeResponseAs
         ConsumerGroupDescribeResponseTopicPartitions(t, tuple(sorted(ps))) for t, ps in sorted(assignment.items())))
 
 
-class ConsumerGroupManager(ModernGroupManager):
+class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
     group_class = ConsumerGroup
 
-    def __init__(self, context: CoordinatorContext, groups: dict, assignors: Mapping | None = None,
+    def __init__(self, context: CoordinatorContext, groups: dict, classic, assignors: Mapping | None = None,
                  group_configs=None) -> None:
-        """`group_configs` (a GroupConfigManager) gives groups their own session timeout
-        and heartbeat interval (consumer.session.timeout.ms, consumer.heartbeat.interval.ms)."""
+        """`classic` is the shard's ClassicGroupManager, which takes over a group that goes
+        back to the classic protocol. `group_configs` (a GroupConfigManager) gives groups
+        their own session timeout and heartbeat interval (consumer.session.timeout.ms,
+        consumer.heartbeat.interval.ms)."""
         self.context = context
+        self.classic = classic
+        self.migration_policy = MigrationPolicy.from_config(context.config)
         self.group_configs = group_configs
         self.timer = context.timer
         self.groups = groups
@@ -275,6 +111,9 @@ class ConsumerGroupManager(ModernGroupManager):
             if group.type != "consumer":
                 continue
             for member in group.members.values():
+                if member.use_classic_protocol:
+                    self._schedule_classic_session_timeout(group.group_id, member, now_ms)
+                    continue
                 self._schedule_session_timeout(group.group_id, member.member_id, now_ms)
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_rebalance_timeout(group.group_id, member, now_ms)
@@ -333,7 +172,7 @@ class ConsumerGroupManager(ModernGroupManager):
         raise_if(self.topics is None, Errors.COORDINATOR_LOAD_IN_PROGRESS,
                  "the coordinator does not know the topic metadata yet")
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-            return self._leave(request)
+            return self._leave(request, now_ms)
         return self._heartbeat(request, now_ms, new_member_id, client_id, client_host)
 
     def _existing_member(self, group: ConsumerGroup, request, member_id: str, owned):
@@ -351,7 +190,10 @@ class ConsumerGroupManager(ModernGroupManager):
         if epoch == 0:
             if existing is None or existing.member_id == member_id:
                 return group.members.get(member_id), None
-            raise_if(existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH, Errors.UNRELEASED_INSTANCE_ID,
+            # a member of the classic protocol never says it leaves for a while: the
+            # consumer-protocol instance that follows it in a rolling upgrade replaces it
+            raise_if(existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and not existing.use_classic_protocol,
+                     Errors.UNRELEASED_INSTANCE_ID,
                      f"static member {member_id} with instance id {instance_id} cannot join the group because "
                      f"the instance id is owned by member {existing.member_id}")
             return None, existing
@@ -365,36 +207,32 @@ class ConsumerGroupManager(ModernGroupManager):
         group_id, epoch = request.group_id, request.member_epoch
         records: list = []
         group = self.groups.get(group_id)
+        upgraded = None  # the classic group this heartbeat converts
         if group is not None and group.type != "consumer":
-            # an empty classic group (say, one that only has offsets an admin client set)
-            # becomes a consumer group when a member joins; any other keeps its id
-            if epoch != 0 or group.type != "classic" or not group.is_empty():
+            # a classic group becomes a consumer group when a member joins: an empty one
+            # (say, one that only has offsets an admin client set) is simply replaced, a
+            # live one is converted (online upgrade); any other keeps its id
+            if epoch != 0 or group.type != "classic":
                 raise KafkaError(Errors.GROUP_ID_NOT_FOUND,
                                  f"group {group_id} is a {group.type} group, not a consumer group")
-            records.append(R.group_metadata_tombstone(group_id))
-            group = None
+            if group.is_empty():
+                records.append(R.group_metadata_tombstone(group_id))
+                group = None
+            else:
+                upgraded, group = group, self._upgraded(group, records)
         if group is None:
             if epoch != 0:
                 raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"consumer group {group_id} not found")
             group = ConsumerGroup(group_id)  # replaying the records below adds it
         member_id = request.member_id or new_member_id
-        if len(group.members) >= self.config.max_size and (not request.member_id or member_id not in group.members):
-            raise KafkaError(Errors.GROUP_MAX_SIZE_REACHED,
-                             f"the consumer group has reached its maximum capacity of {self.config.max_size} members")
+        self._raise_if_full(group, request.member_id and member_id)
         owned = _owned_from(request.topic_partitions)
         stored, replaced = self._existing_member(group, request, member_id, owned)
 
-        # 1. the member and its subscription
         if replaced is not None:
             # a static member back under a new member id takes over the old one's partitions
             member = dataclasses.replace(replaced, member_id=member_id, member_epoch=0, previous_member_epoch=0)
-            records += [R.consumer_group_current_assignment_tombstone(group_id, replaced.member_id),
-                        R.consumer_group_target_assignment_tombstone(group_id, replaced.member_id),
-                        R.consumer_group_member_subscription_tombstone(group_id, replaced.member_id),
-                        R.consumer_group_member_subscription_record(group_id, member),
-                        R.consumer_group_target_assignment_record(group_id, member_id,
-                                                                  group.target_of(replaced.member_id)),
-                        R.consumer_group_current_assignment_record(group_id, member)]
+            records += self._replace_member_records(group, replaced, member)
         elif stored is None:
             member = ConsumerGroupMember(member_id)
         elif epoch == 0:
@@ -403,52 +241,16 @@ class ConsumerGroupManager(ModernGroupManager):
                                          partitions_pending_revocation={})
         else:
             member = stored
-        previous = replaced if replaced is not None else stored
         updated = _updated_member(member, request, client_id, client_host)
-        if updated is not member or (stored is None and replaced is None):
-            records.append(R.consumer_group_member_subscription_record(group_id, updated))
-        bump = (updated.subscribed_topic_names != member.subscribed_topic_names
-                or updated.subscribed_topic_regex != member.subscribed_topic_regex)
-
-        resolved: dict[str, frozenset] = {}
-        if bump:
-            resolved = self._regex_changes(group, previous, updated, now_ms, records)
-        group_epoch = group.group_epoch
-        if bump:
-            group_epoch += 1
-            topics = group.all_subscribed_topics(previous, updated, resolved)
-            records.append(R.consumer_group_epoch_record(group_id, group_epoch, self._metadata_hash(group, topics)))
-
-        # 2. the target assignment
-        target_epoch = group.assignment_epoch
-        if group_epoch > group.assignment_epoch:
-            due = self.pacer.due(group_id, now_ms)
-            if due is None:
-                members = dict(group.members)
-                if replaced is not None:
-                    del members[replaced.member_id]
-                members[member_id] = updated
-                inherit = {member_id: replaced.member_id} if replaced is not None else {}
-                targets = self._assign(group, group_epoch, members, previous, updated, resolved, inherit, records)
-                self.pacer.ran(group_id, now_ms)
-                target_epoch, target = group_epoch, targets.get(member_id, EMPTY)
-            else:
-                self._schedule_assignment(group_id, due)
-                target = group.target_of(member_id, updated.instance_id)
-        else:
-            target = group.target_of(member_id, updated.instance_id)
-
-        # 3. reconciliation
-        subscribed = group.subscribed_topics(updated, resolved)
-        reconciled = reconcile(updated, target_epoch, target, group.owner_of, owned, subscribed)
-        # a replaced static member's record already holds `member`
-        if not reconciled.same_assignment_state(member if replaced is not None else stored):
-            records.append(R.consumer_group_current_assignment_record(group_id, reconciled))
-            if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
-                self._schedule_rebalance_timeout(group_id, reconciled, now_ms)
-            else:
-                self.timer.cancel(rebalance_timeout_key(group_id, member_id))
+        reconciled = self._advance(group, stored, replaced, member, updated, owned, now_ms, records)
         self._schedule_session_timeout(group_id, member_id, now_ms)
+        completions = ()
+        if upgraded is not None:
+            # the classic group's members keep their sessions; its rebalance is over
+            for m in group.members.values():
+                if m.use_classic_protocol and m.member_id != member_id:
+                    self._schedule_classic_session_timeout(group_id, m, now_ms)
+            completions = self.classic.converted(upgraded)
 
         full = epoch == 0 or (request.rebalance_timeout_ms != -1 and request.topic_partitions is not None
                               and (request.subscribed_topic_names is not None
@@ -459,7 +261,87 @@ class ConsumerGroupManager(ModernGroupManager):
             member_id=member_id, member_epoch=reconciled.member_epoch,
             heartbeat_interval_ms=self._group_config(group_id, "consumer.heartbeat.interval.ms",
                                                      self.config.heartbeat_interval_ms),
-            assignment=_response_assignment(reconciled) if full or changed else None))
+            assignment=_response_assignment(reconciled) if full or changed else None), completions)
+
+    def _raise_if_full(self, group: ConsumerGroup, known_member_id: str | None) -> None:
+        if len(group.members) >= self.config.max_size and (not known_member_id
+                                                           or known_member_id not in group.members):
+            raise KafkaError(Errors.GROUP_MAX_SIZE_REACHED,
+                             f"the consumer group has reached its maximum capacity of {self.config.max_size} members")
+
+    def _replace_member_records(self, group: ConsumerGroup, replaced, member) -> list:
+        """The records that put `member` in the place of the static member `replaced`."""
+        gid = group.group_id
+        return [R.consumer_group_current_assignment_tombstone(gid, replaced.member_id),
+                R.consumer_group_target_assignment_tombstone(gid, replaced.member_id),
+                R.consumer_group_member_subscription_tombstone(gid, replaced.member_id),
+                R.consumer_group_member_subscription_record(gid, member),
+                R.consumer_group_target_assignment_record(gid, member.member_id, group.target_of(replaced.member_id)),
+                R.consumer_group_current_assignment_record(gid, member)]
+
+    def _advance(self, group: ConsumerGroup, stored, replaced, member, updated, owned, now_ms: int,
+                 records: list) -> ConsumerGroupMember:
+        """The steps every join and heartbeat takes once the member is known: (1) write the
+        member if it changed and bump the group epoch if its subscription did, (2) compute
+        the target assignment if the group epoch is ahead of it, (3) reconcile the member
+        toward its target. `member` is where the member starts from (a copy of `replaced`
+        under its new id, a rejoin at epoch 0, or `stored`), `updated` that with what the
+        request sent. Returns the reconciled member."""
+        group_id, member_id = group.group_id, updated.member_id
+        group_epoch, resolved = self._subscribe(group, stored, replaced, member, updated, now_ms, records)
+        target_epoch = group.assignment_epoch
+        if group_epoch > group.assignment_epoch:
+            due = self.pacer.due(group_id, now_ms)
+            if due is None:
+                members = dict(group.members)
+                if replaced is not None:
+                    del members[replaced.member_id]
+                members[member_id] = updated
+                inherit = {member_id: replaced.member_id} if replaced is not None else {}
+                previous = replaced if replaced is not None else stored
+                targets = self._assign(group, group_epoch, members, previous, updated, resolved, inherit, records)
+                self.pacer.ran(group_id, now_ms)
+                target_epoch, target = group_epoch, targets.get(member_id, EMPTY)
+            else:
+                self._schedule_assignment(group_id, due)
+                target = group.target_of(member_id, updated.instance_id)
+        else:
+            target = group.target_of(member_id, updated.instance_id)
+        return self._reconcile(group, stored, replaced, member, updated, owned, target_epoch, target, resolved,
+                               now_ms, records)
+
+    def _subscribe(self, group: ConsumerGroup, stored, replaced, member, updated, now_ms: int,
+                   records: list) -> tuple[int, dict]:
+        """Step 1: the member's record if it changed, and a new group epoch if its
+        subscription did. Returns the group epoch and the regexes resolved on the way."""
+        group_id = group.group_id
+        previous = replaced if replaced is not None else stored
+        if updated is not member or (stored is None and replaced is None):
+            records.append(R.consumer_group_member_subscription_record(group_id, updated))
+        if (updated.subscribed_topic_names == member.subscribed_topic_names
+                and updated.subscribed_topic_regex == member.subscribed_topic_regex):
+            return group.group_epoch, {}
+        resolved = self._regex_changes(group, previous, updated, now_ms, records)
+        topics = group.all_subscribed_topics(previous, updated, resolved)
+        records.append(R.consumer_group_epoch_record(group_id, group.group_epoch + 1,
+                                                     self._metadata_hash(group, topics)))
+        return group.group_epoch + 1, resolved
+
+    def _reconcile(self, group: ConsumerGroup, stored, replaced, member, updated, owned, target_epoch: int, target,
+                   resolved: dict, now_ms: int, records: list) -> ConsumerGroupMember:
+        """Step 3: the member moved toward (target_epoch, target), and its record if it moved."""
+        group_id, member_id = group.group_id, updated.member_id
+        subscribed = group.subscribed_topics(updated, resolved)
+        reconciled = reconcile(updated, target_epoch, target, group.owner_of, owned, subscribed)
+        # a replaced static member's record already holds `member`
+        if not reconciled.same_assignment_state(member if replaced is not None else stored):
+            records.append(R.consumer_group_current_assignment_record(group_id, reconciled))
+            # a member of the classic protocol has join and sync timeouts instead
+            if reconciled.state is MemberState.UNREVOKED_PARTITIONS and not reconciled.use_classic_protocol:
+                self._schedule_rebalance_timeout(group_id, reconciled, now_ms)
+            else:
+                self.timer.cancel(rebalance_timeout_key(group_id, member_id))
+        return reconciled
 
     def _regex_changes(self, group: ConsumerGroup, previous, updated, now_ms: int, records: list) -> dict:
         """Resolve a regex the group has not seen (and write it); drop the one no member
@@ -508,7 +390,7 @@ class ConsumerGroupManager(ModernGroupManager):
 
     # ================================================================== leaving and fencing
 
-    def _leave(self, request) -> Result:
+    def _leave(self, request, now_ms: int) -> Result:
         group = self._group(request.group_id)
         raise_if(group is None, Errors.GROUP_ID_NOT_FOUND, f"consumer group {request.group_id} not found")
         member_id, epoch = request.member_id, request.member_epoch
@@ -516,44 +398,110 @@ class ConsumerGroupManager(ModernGroupManager):
         if request.instance_id is None:
             member = group.members.get(member_id)
             raise_if(member is None, Errors.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group.group_id}")
-            return self._fence(group, member, response)
+            return self._fence(group, member, now_ms, response)
         member = group.static_member(request.instance_id)
         raise_if(member is None, Errors.UNKNOWN_MEMBER_ID, f"instance id {request.instance_id} is unknown")
         raise_if(member.member_id != member_id, Errors.FENCED_INSTANCE_ID,
                  f"static member {member_id} with instance id {request.instance_id} was fenced by {member.member_id}")
         if epoch == LEAVE_GROUP_MEMBER_EPOCH:
-            return self._fence(group, member, response)
+            return self._fence(group, member, now_ms, response)
         # a static member's temporary leave: it keeps its partitions until its session
         # expires, so that it can come back (under a new member id) without a rebalance
         leaving = dataclasses.replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                                       partitions_pending_revocation={})
         return Result([R.consumer_group_current_assignment_record(group.group_id, leaving)], response)
 
-    def _fence(self, group: ConsumerGroup, member, response=None) -> Result:
-        """Remove a member: tombstones for its records, then a group epoch bump so that its
-        partitions are reassigned."""
-        gid, mid = group.group_id, member.member_id
-        records = [R.consumer_group_current_assignment_tombstone(gid, mid),
-                   R.consumer_group_target_assignment_tombstone(gid, mid),
-                   R.consumer_group_member_subscription_tombstone(gid, mid)]
-        regex = member.subscribed_topic_regex
-        if regex and group.regex_counts.get(regex, 0) <= 1:
-            records.append(R.consumer_group_regex_tombstone(gid, regex))
-        topics = group.all_subscribed_topics(member, None)
+    def _fence(self, group: ConsumerGroup, member, now_ms: int, response=None) -> Result:
+        return self._fence_members(group, [member], now_ms, response)
+
+    def _fence_members(self, group: ConsumerGroup, members, now_ms: int, response=None) -> Result:
+        """Remove members (Kafka's consumerGroupFenceMembers): tombstones for their records
+        and for the regexes nobody else uses, then one group epoch bump so that their
+        partitions are reassigned. When every member left speaks the classic protocol, the
+        group goes back to a classic group instead (online downgrade)."""
+        if not members:
+            return Result((), response)
+        gid = group.group_id
+        leaving = {m.member_id for m in members}
+        if self._may_downgrade(group, leaving):
+            return Result(self._downgraded(group, leaving, None, now_ms, rebalance=True), response)
+        records = []
+        for member in members:
+            records += [R.consumer_group_current_assignment_tombstone(gid, member.member_id),
+                        R.consumer_group_target_assignment_tombstone(gid, member.member_id),
+                        R.consumer_group_member_subscription_tombstone(gid, member.member_id)]
+        topics, unused_regexes = group.subscriptions_without(members)
+        records += [R.consumer_group_regex_tombstone(gid, r) for r in sorted(unused_regexes)]
         records.append(R.consumer_group_epoch_record(gid, group.group_epoch + 1, self._metadata_hash(group, topics)))
-        self.timer.cancel(session_timeout_key(gid, mid))
-        self.timer.cancel(rebalance_timeout_key(gid, mid))
+        for member_id in leaving:
+            self._cancel_timers(gid, member_id)
         return Result(records, response)
+
+    def _cancel_timers(self, group_id: str, member_id: str) -> None:
+        for key in (session_timeout_key(group_id, member_id), rebalance_timeout_key(group_id, member_id),
+                    classic_join_timeout_key(group_id, member_id), classic_sync_timeout_key(group_id, member_id)):
+            self.timer.cancel(key)
+
+    # ================================================================== online upgrade and downgrade
+
+    def _upgraded(self, classic, records: list) -> ConsumerGroup:
+        """The consumer group a live classic group becomes (Kafka's validateOnlineUpgrade and
+        convertToConsumerGroup): its records go after the classic group's tombstone, and
+        each member keeps its session. Raises GROUP_ID_NOT_FOUND, as Kafka, when the
+        policy, the protocol type or the group's size forbid it, or its members' consumer
+        protocol bytes do not decode."""
+        gid = classic.group_id
+        raise_if(not self.migration_policy.upgrade_enabled, Errors.GROUP_ID_NOT_FOUND,
+                 f"group {gid} is a classic group and {MIGRATION_POLICY_CONFIG} does not allow upgrades")
+        raise_if(classic.protocol_type != PROTOCOL_TYPE, Errors.GROUP_ID_NOT_FOUND,
+                 f"group {gid} is a classic group of protocol type {classic.protocol_type!r}, not a consumer group")
+        raise_if(len(classic.members) > self.config.max_size, Errors.GROUP_ID_NOT_FOUND,
+                 f"classic group {gid} has more members than group.consumer.max.size")
+        try:
+            group = consumer_group_from_classic(classic, self.topics)
+        except ValueError as e:
+            raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"cannot upgrade classic group {gid}: {e}") from e
+        records.append(R.group_metadata_tombstone(gid))
+        records += consumer_group_records(group)
+        return group
+
+    def _may_downgrade(self, group: ConsumerGroup, leaving_member_ids, joining: int = 0) -> bool:
+        """Kafka's validateOnlineDowngradeWith{FencedMembers,ReplacedMember}: every member but
+        those leaving speaks the classic protocol, and they (with `joining` members that
+        take a leaving one's place) would form a classic group that the policy and
+        group.max.size allow."""
+        size = len(group.members) - len(set(leaving_member_ids) & group.members.keys()) + joining
+        return (size > 0 and group.all_use_classic_protocol_except(leaving_member_ids)
+                and self.migration_policy.downgrade_enabled and size <= self.classic.max_size)
+
+    def _downgraded(self, group: ConsumerGroup, leaving_member_ids, joining_member, now_ms: int,
+                    rebalance: bool) -> list:
+        """The records that turn `group` into a classic group without `leaving_member_ids`,
+        and with `joining_member` in the place of the static member of its instance id.
+        With `rebalance` the new group prepares a rebalance at once; its members learn of it
+        from their next heartbeat. (Members of the classic protocol join only with a
+        protocol all the others support, so the new group always has one.)"""
+        classic = classic_group_from_consumer(group, leaving_member_ids, joining_member, now_ms)
+        records = consumer_group_tombstones(group, joining_member)
+        records.append(classic.metadata_record(classic.assignment()))
+        for member_id in [*group.members, *([joining_member.member_id] if joining_member is not None else [])]:
+            self._cancel_timers(group.group_id, member_id)
+        self.classic.adopt(classic, now_ms, rebalance)
+        return records
 
     # ================================================================== timers
 
-    def _schedule_session_timeout(self, group_id: str, member_id: str, now_ms: int) -> None:
+    def _schedule_session_timeout(self, group_id: str, member_id: str, now_ms: int,
+                                  timeout_ms: int | None = None) -> None:
+        """`timeout_ms`: a member of the classic protocol's, from its JoinGroup; the group's
+        consumer session timeout otherwise."""
         def expire(_now_ms: int) -> Result:
             group = self._live_group(group_id)
             member = group.members.get(member_id) if group is not None else None
-            return self._fence(group, member) if member is not None else Result()
-        timeout = self._group_config(group_id, "consumer.session.timeout.ms", self.config.session_timeout_ms)
-        self.timer.schedule(session_timeout_key(group_id, member_id), now_ms + timeout, expire)
+            return self._fence(group, member, _now_ms) if member is not None else Result()
+        if timeout_ms is None:
+            timeout_ms = self._group_config(group_id, "consumer.session.timeout.ms", self.config.session_timeout_ms)
+        self.timer.schedule(session_timeout_key(group_id, member_id), now_ms + timeout_ms, expire)
 
     def _group_config(self, group_id: str, name: str, default: int) -> int:
         if self.group_configs is None or name not in self.group_configs.configs.get(group_id, ()):
@@ -569,7 +517,7 @@ class ConsumerGroupManager(ModernGroupManager):
             current = group.members.get(member_id) if group is not None else None
             if current is None or current.member_epoch != epoch:
                 return Result()
-            return self._fence(group, current)
+            return self._fence(group, current, _now_ms)
         self.timer.schedule(rebalance_timeout_key(group_id, member_id), now_ms + max(member.rebalance_timeout_ms, 0),
                             expire)
 
@@ -630,7 +578,8 @@ class ConsumerGroupManager(ModernGroupManager):
                 m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
                 tuple(sorted(m.subscribed_topic_names)), m.subscribed_topic_regex,
                 _describe_assignment(m.assigned_partitions),
-                _describe_assignment(group.target_assignment.get(m.member_id, EMPTY)), 1)
+                _describe_assignment(group.target_assignment.get(m.member_id, EMPTY)),
+                0 if m.use_classic_protocol else 1)
                 for m in group.members.values())
             out.append(ConsumerGroupDescribeResponseDescribedGroup(
                 group_id, group_state=str(group.state), group_epoch=group.group_epoch,
@@ -652,7 +601,7 @@ class ConsumerGroupManager(ModernGroupManager):
             base, instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
             client_host=value.client_host, subscribed_topic_names=frozenset(value.subscribed_topic_names),
             subscribed_topic_regex=value.subscribed_topic_regex, rebalance_timeout_ms=value.rebalance_timeout_ms,
-            server_assignor=value.server_assignor))
+            server_assignor=value.server_assignor, classic_member_metadata=value.classic_member_metadata))
 
     def _replay_current_assignment(self, offset: int, key, value) -> None:
         group = self._replay_group(key.group_id, value is not None)
@@ -719,4 +668,6 @@ def _updated_member(member: ConsumerGroupMember, request, client_id: str, client
         changes["client_id"] = client_id
     if client_host != member.client_host:
         changes["client_host"] = client_host
+    if member.classic_member_metadata is not None:
+        changes["classic_member_metadata"] = None  # it speaks the consumer protocol now
     return dataclasses.replace(member, **changes) if changes else member

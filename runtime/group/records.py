@@ -139,6 +139,21 @@ class ConsumerGroupMemberMetadataKey(NamedTuple):
     member_id: str
 
 
+class ConsumerGroupClassicProtocol(NamedTuple):
+    """One protocol of a JoinGroup: its name and metadata (the member's subscription)."""
+    name: str
+    metadata: bytes
+
+
+class ConsumerGroupClassicMemberMetadata(NamedTuple):
+    """What a member that speaks the classic protocol inside a consumer group keeps of its
+    JoinGroup (Kafka's ClassicMemberMetadata): its session timeout, and its protocols in
+    its order of preference, so that the group can go back to a classic group."""
+    session_timeout_ms: int
+    supported_protocols: tuple[ConsumerGroupClassicProtocol, ...]
+    __nested__ = {"supported_protocols": [ConsumerGroupClassicProtocol]}
+
+
 class ConsumerGroupMemberMetadataValue(NamedTuple):
     instance_id: str | None
     rack_id: str | None
@@ -148,6 +163,8 @@ class ConsumerGroupMemberMetadataValue(NamedTuple):
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
+    classic_member_metadata: ConsumerGroupClassicMemberMetadata | None = None  # None: the consumer protocol
+    __nested__ = {"classic_member_metadata": ConsumerGroupClassicMemberMetadata}
 
 
 class ConsumerGroupTargetAssignmentMetadataKey(NamedTuple):
@@ -202,7 +219,8 @@ register(16, ConsumerGroupRegularExpressionKey, ConsumerGroupRegularExpressionVa
 
 __all__ += [
     "ConsumerGroupTopicPartitions", "ConsumerGroupMetadataKey", "ConsumerGroupMetadataValue",
-    "ConsumerGroupMemberMetadataKey", "ConsumerGroupMemberMetadataValue",
+    "ConsumerGroupClassicProtocol", "ConsumerGroupClassicMemberMetadata", "ConsumerGroupMemberMetadataKey",
+    "ConsumerGroupMemberMetadataValue",
     "ConsumerGroupTargetAssignmentMetadataKey", "ConsumerGroupTargetAssignmentMetadataValue",
     "ConsumerGroupTargetAssignmentMemberKey", "ConsumerGroupTargetAssignmentMemberValue",
     "ConsumerGroupCurrentMemberAssignmentKey", "ConsumerGroupCurrentMemberAssignmentValue",
@@ -228,7 +246,7 @@ def consumer_group_member_subscription_record(group_id: str, member) -> Record:
                   ConsumerGroupMemberMetadataValue(member.instance_id, member.rack_id, member.client_id,
                                                    member.client_host, tuple(sorted(member.subscribed_topic_names)),
                                                    member.subscribed_topic_regex, member.rebalance_timeout_ms,
-                                                   member.server_assignor))
+                                                   member.server_assignor, member.classic_member_metadata))
 
 
 def consumer_group_member_subscription_tombstone(group_id: str, member_id: str) -> Record:

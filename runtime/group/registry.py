@@ -3,7 +3,9 @@
 Every group object in the shard's `groups` dict has `.type` ("classic", "consumer" or
 "share"). A protocol that finds a group of another type under its id answers with the error
 Kafka gives for that API: JoinGroup INCONSISTENT_GROUP_PROTOCOL, SyncGroup and Heartbeat
-UNKNOWN_MEMBER_ID, the KIP-848 heartbeats GROUP_ID_NOT_FOUND.
+UNKNOWN_MEMBER_ID, the KIP-848 heartbeats GROUP_ID_NOT_FOUND. Classic and consumer groups
+of the consumer protocol are the exception: the shard routes the classic APIs of a consumer
+group's members to consumer_classic.py, and migration.py converts one type into the other.
 """
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ class GroupCoordinatorShard:
         self.classic = ClassicGroupManager(context, self.groups)
         self.retention_check_interval_ms = int(context.config.get("offsets.retention.check.interval.ms", 600000))
         self.configs = GroupConfigManager(context.config)
-        self.consumer = ConsumerGroupManager(context, self.groups, group_configs=self.configs)
+        self.consumer = ConsumerGroupManager(context, self.groups, self.classic, group_configs=self.configs)
         self.share = ShareGroupManager(context, self.groups, self.configs)
         self.replayers = {
             OffsetCommitKey: self.offsets.replay_offset_commit,
@@ -87,18 +87,41 @@ class GroupCoordinatorShard:
 
     # ------------------------------------------------------------------ classic group protocol
 
+    # A consumer group with members serves the classic APIs to its members of the classic
+    # protocol (consumer_classic.py); an empty one gives way to a new classic group.
+
     def join_group(self, request: JoinGroupRequest, now_ms: int, new_member_id: str,
                    client_id: str = "", client_host: str = "") -> Result:
+        group = self.groups.get(request.group_id)
+        if group is not None and group.type == "consumer":
+            self.classic.validate_join(request)
+            if not group.is_empty():
+                return self.consumer.classic_join(group, request, now_ms, new_member_id, client_id, client_host)
+            return self.classic.join_group(request, now_ms, new_member_id, client_id, client_host,
+                                           replacing=group.tombstones())
         return self.classic.join_group(request, now_ms, new_member_id, client_id, client_host)
 
     def sync_group(self, request: SyncGroupRequest, now_ms: int) -> Result:
+        group = self._consumer_group_with_members(request.group_id)
+        if group is not None:
+            return self.consumer.classic_sync(group, request, now_ms)
         return self.classic.sync_group(request, now_ms)
 
     def heartbeat(self, request: HeartbeatRequest, now_ms: int) -> Result:
+        group = self._consumer_group_with_members(request.group_id)
+        if group is not None:
+            return self.consumer.classic_heartbeat(group, request, now_ms)
         return self.classic.heartbeat(request, now_ms)
 
     def leave_group(self, request: LeaveGroupRequest, now_ms: int) -> Result:
+        group = self._consumer_group_with_members(request.group_id)
+        if group is not None:
+            return self.consumer.classic_leave(group, request, now_ms)
         return self.classic.leave_group(request, now_ms)
+
+    def _consumer_group_with_members(self, group_id: str):
+        group = self.groups.get(group_id) if group_id else None
+        return group if group is not None and group.type == "consumer" and not group.is_empty() else None
 
     # ------------------------------------------------------------------ KIP-848 consumer group protocol
 

@@ -1,8 +1,9 @@
 """KIP-848 consumer groups end to end on real actors: consumers with group_protocol="consumer"
 share a topic, leave, stop polling and come back; the errors of issue 5 through the
-coordinator actor's RPCs; and consumers and the coordinator killed while records flow, with
-every consumer's own log of what it owned when (one clock, time.time() in each actor)
-showing that no two owned a partition at once and that every partition ends up owned."""
+coordinator actor's RPCs; consumers and the coordinator killed while records flow; and a
+group rolled from the classic protocol to the consumer protocol and back while records flow.
+Every consumer's own log of what it owned when (one clock, time.time() in each actor) shows
+that no two owned a partition at once and that every partition ends up owned."""
 from __future__ import annotations
 
 import time
@@ -13,8 +14,8 @@ import ray
 from actors import Errors, KafkaError, OffsetAndMetadata, TopicPartition
 from runtime.messages.consumer import (ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
                                        ConsumerGroupHeartbeatRequestTopicPartitions)
-from runtime.messages.group import (JoinGroupRequest, JoinGroupRequestProtocol, OffsetCommitRequest,
-                                    OffsetCommitRequestPartition, OffsetCommitRequestTopic)
+from runtime.messages.group import (DescribeGroupsRequest, JoinGroupRequest, JoinGroupRequestProtocol,
+                                    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic)
 from tests.actors.helpers import Recorder
 from tests.conftest import wait_until
 
@@ -230,15 +231,16 @@ def test_every_heartbeat_error_through_the_actor(cluster):
     response = rpc(cluster, g, "offset_commit", commit)
     assert response.topics[0].partitions[0].error_code == Errors.STALE_MEMBER_EPOCH.code
 
-    # a group id is one protocol's: a classic join to a consumer group, and the other way round
+    # a classic join to a consumer group makes a member like the others: here one too many
     join = JoinGroupRequest(g, 10000, "", "consumer", (JoinGroupRequestProtocol("range", b""),), 10000)
-    assert rpc(cluster, g, "join_group", join).error_code == Errors.INCONSISTENT_GROUP_PROTOCOL.code
+    assert rpc(cluster, g, "join_group", join).error_code == Errors.GROUP_MAX_SIZE_REACHED.code
+    # a classic group becomes a consumer group only when a member joins it (epoch 0)
     classic = cluster.consumer("g-classic", auto_offset_reset="earliest", enable_auto_commit=False,
                                session_timeout_ms=2000, heartbeat_interval_ms=150)
     classic.subscribe([TOPIC])
     wait_until(lambda: classic.poll(timeout_ms=50) is not None and classic.assignment() == ALL, timeout_s=30,
                interval_s=0, message="the classic consumer joins")
-    assert error(heartbeat(cluster, "g-classic", "m1")) is Errors.GROUP_ID_NOT_FOUND
+    assert error(heartbeat(cluster, "g-classic", "m1", 1)) is Errors.GROUP_ID_NOT_FOUND
     classic.close()
 
 
@@ -324,3 +326,108 @@ def test_consumers_and_the_coordinator_killed_while_records_flow(cluster):
     assert set().union(*(c.assignment() for c in consumers)) == ALL
     for c in consumers:
         c.close()
+
+
+# ---------------------------------------------------------------------- rolling migration
+
+CLASSIC = dict(FAST, group_protocol="classic", session_timeout_ms=2000, heartbeat_interval_ms=150)
+
+
+def any_settled(cluster, group_id, consumers):
+    """Whatever the group is now (a consumer group, with members of both protocols, or a
+    classic group): every consumer is a member with its whole assignment, and every partition
+    is owned exactly once."""
+    try:
+        group = describe(cluster, group_id)
+        if group.error_code == Errors.GROUP_ID_NOT_FOUND.code:
+            (classic,) = rpc(cluster, group_id, "describe_groups", DescribeGroupsRequest((group_id,))).groups
+            if classic.group_state != "Stable" or len(classic.members) != len(consumers):
+                return False
+        elif not (group.group_state == "Stable" and len(group.members) == len(consumers)
+                  and all(m.assignment == m.target_assignment for m in group.members)):
+            return False
+        states = [ray.get(c._actor.group_state.remote())["state"].lower() for c in consumers]
+    except ray.exceptions.RayError:
+        return False
+    return all(s == "stable" for s in states) and owns_all_once(consumers)
+
+
+@pytest.mark.parametrize("strategies", [("range", "cooperative-sticky"), ("cooperative-sticky",)],
+                         ids=["eager", "cooperative"])
+def test_a_rolling_upgrade_to_the_consumer_protocol_and_back_while_records_flow(cluster, strategies):
+    """An operator's rolling upgrade: one member at a time of a classic group of three is
+    closed and started again with group_protocol="consumer" (the first one converts the
+    group), then rolled back the same way (the last consumer-protocol member leaving converts
+    it back). The classic members revoke all they own before each JoinGroup (eager) or only
+    what moves (cooperative). No partition is owned twice, every record is delivered, and
+    the committed offsets only move forward."""
+    g = f"g-roll-{len(strategies)}"
+    admin = cluster.admin()
+    classic_settings = dict(CLASSIC, partition_assignment_strategy=strategies)
+    consumers = [cluster.consumer(g, **classic_settings) for _ in range(3)]
+    for c in consumers:
+        c.subscribe([TOPIC])
+    seen, produced, logs, commits = [], [], [], []
+    batch = iter(range(10 ** 6))
+
+    def flow(n=12):
+        values = [f"r{next(batch)}" for _ in range(n)]
+        produce(cluster, values)
+        produced.extend(values)
+
+    def settle(message):
+        poll_until(consumers, lambda: any_settled(cluster, g, consumers), seen, message=message)
+        commits.append({tp: o.committed_offset for tp, o in admin.list_group_offsets(g, ALL).items()})
+
+    def member_types():
+        types = sorted(m.member_type for m in describe(cluster, g).members)
+        (described,) = admin.describe_groups([g]).values()
+        assert sorted(m.upgraded for m in described.members) == [t == 1 for t in types]
+        return types
+
+    def roll(settings, message):
+        old = consumers.pop(0)
+        history = ray.get(old._actor.ownership_history.remote())
+        assert history, "every member owned partitions: its log says so"
+        # From here on its application takes no more records, and the coordinator cannot
+        # give its partitions to another before the LeaveGroup that close() sends (the log
+        # of the revocation at close dies with the actor).
+        logs.append(intervals(history, time.time()))
+        old.close()  # commits what it consumed, then leaves
+        new = cluster.consumer(g, **settings)
+        new.subscribe([TOPIC])
+        consumers.append(new)
+        flow()
+        settle(message)
+
+    flow()
+    settle("the classic group shares")
+    assert describe(cluster, g).error_code == Errors.GROUP_ID_NOT_FOUND.code  # a classic group
+    roll(FAST, "upgraded by the first consumer-protocol member")
+    assert member_types() == [0, 0, 1]
+    roll(FAST, "the second")
+    roll(FAST, "the third")
+    assert member_types() == [1, 1, 1]
+    roll(classic_settings, "rolled back one")
+    assert member_types() == [0, 1, 1]
+    roll(classic_settings, "rolled back two")
+    roll(classic_settings, "downgraded when the last consumer-protocol member left")
+    (classic,) = rpc(cluster, g, "describe_groups", DescribeGroupsRequest((g,))).groups
+    assert (classic.protocol_type, len(classic.members)) == ("consumer", 3)
+    poll_until(consumers, lambda: set(produced) <= set(seen), seen, message="every record delivered")
+
+    now = time.time()
+    for c in consumers:
+        logs.append(intervals(ray.get(c._actor.ownership_history.remote()), now))
+    for tp in ALL:
+        spans = sorted(span for log in logs for span in log.get(tp, []))
+        assert spans, f"{tp} was never owned"
+        for (_, end), (start, _) in zip(spans, spans[1:]):
+            assert end <= start, f"{tp} had two owners at once: {spans}"
+    for c in consumers:
+        c.close()
+    commits.append({tp: o.committed_offset for tp, o in admin.list_group_offsets(g, ALL).items()})
+    for before, after in zip(commits, commits[1:]):
+        assert all(after[tp] >= before[tp] for tp in ALL), (before, after)
+    final = admin.list_group_offsets(g, ALL)
+    assert all(o.lag == 0 for o in final.values()), final

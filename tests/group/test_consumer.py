@@ -312,16 +312,6 @@ def test_unknown_group_and_member(tmp_path):
     assert e.value.error is Errors.UNKNOWN_MEMBER_ID
 
 
-def test_consumer_group_id_cannot_be_used_by_a_classic_group(tmp_path):
-    h = harness(tmp_path)
-    hb(h, "a")
-    join = JoinGroupRequest(G, 10_000, "", protocol_type="consumer",
-                            protocols=(JoinGroupRequestProtocol("range", b""),))
-    with pytest.raises(KafkaError) as e:
-        h.call(lambda s, now: s.join_group(join, now, "c-2"))
-    assert e.value.error is Errors.INCONSISTENT_GROUP_PROTOCOL
-
-
 def test_group_max_size(tmp_path):
     h = harness(tmp_path, **{"group.consumer.max.size": 1})
     hb(h, "a")
@@ -579,7 +569,10 @@ def test_empty_classic_group_with_offsets_becomes_a_consumer_group(tmp_path):
     assert h.shard.groups[G].type == "consumer"
 
 
-def test_classic_group_with_members_keeps_its_id(tmp_path):
+def test_classic_group_with_members_that_cannot_be_upgraded_keeps_its_id(tmp_path):
+    """A live classic group is upgraded when a member joins with ConsumerGroupHeartbeat
+    (test_migration.py), unless its members' subscriptions are not consumer protocol bytes,
+    as here."""
     h = harness(tmp_path)
     join = JoinGroupRequest(G, 10_000, "", protocol_type="consumer", rebalance_timeout_ms=10_000,
                             protocols=(JoinGroupRequestProtocol("range", b""),))
@@ -589,6 +582,7 @@ def test_classic_group_with_members_keeps_its_id(tmp_path):
     with pytest.raises(KafkaError) as e:
         hb(h, "a")
     assert e.value.error is Errors.GROUP_ID_NOT_FOUND
+    assert h.shard.groups[G].type == "classic"
 
 
 def test_failed_write_reverts_to_the_durable_state(tmp_path):
