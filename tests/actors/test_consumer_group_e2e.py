@@ -255,6 +255,18 @@ def test_errors_reach_the_user_of_the_consumer(cluster):
 
 # ---------------------------------------------------------------------- faults
 
+def assert_one_owner_at_a_time(consumers, logs: list) -> None:
+    """Every partition was owned, never by two consumers at once, by the consumers' own
+    ownership logs (`logs` holds those of consumers already gone)."""
+    now = time.time()
+    logs = logs + [intervals(ray.get(c._actor.ownership_history.remote()), now) for c in consumers]
+    for tp in ALL:
+        spans = sorted(span for log in logs for span in log.get(tp, []))
+        assert spans, f"{tp} was never owned"
+        for (_, end), (start, _) in zip(spans, spans[1:]):
+            assert end <= start, f"{tp} had two owners at once: {spans}"
+
+
 def intervals(history, end):
     """{partition: [(start, end)]} from one consumer's ownership log; what it still owns
     ends at `end`."""
@@ -315,14 +327,7 @@ def test_consumers_and_the_coordinator_killed_while_records_flow(cluster):
     settle("the last two share")
     poll_until(consumers, lambda: set(produced) <= set(seen), seen, message="every record delivered")
 
-    now = time.time()
-    for c in consumers:
-        logs.append(intervals(ray.get(c._actor.ownership_history.remote()), now))
-    for tp in ALL:
-        spans = sorted(span for log in logs for span in log.get(tp, []))
-        assert spans, f"{tp} was never owned"
-        for (_, end), (start, _) in zip(spans, spans[1:]):
-            assert end <= start, f"{tp} had two owners at once: {spans}"
+    assert_one_owner_at_a_time(consumers, logs)
     assert set().union(*(c.assignment() for c in consumers)) == ALL
     for c in consumers:
         c.close()
@@ -416,14 +421,7 @@ def test_a_rolling_upgrade_to_the_consumer_protocol_and_back_while_records_flow(
     assert (classic.protocol_type, len(classic.members)) == ("consumer", 3)
     poll_until(consumers, lambda: set(produced) <= set(seen), seen, message="every record delivered")
 
-    now = time.time()
-    for c in consumers:
-        logs.append(intervals(ray.get(c._actor.ownership_history.remote()), now))
-    for tp in ALL:
-        spans = sorted(span for log in logs for span in log.get(tp, []))
-        assert spans, f"{tp} was never owned"
-        for (_, end), (start, _) in zip(spans, spans[1:]):
-            assert end <= start, f"{tp} had two owners at once: {spans}"
+    assert_one_owner_at_a_time(consumers, logs)
     for c in consumers:
         c.close()
     commits.append({tp: o.committed_offset for tp, o in admin.list_group_offsets(g, ALL).items()})
