@@ -11,6 +11,9 @@ still waiting go out on their own (ShareAcknowledge).
 Until the group coordinator serves ShareGroupHeartbeat, every member fetches from every
 partition of its subscription (share groups allow many members per partition); `close()`
 asks each SharePartition to release what the member still holds, as a leave does in Kafka.
+A SharePartition refuses a member its group no longer has (UNKNOWN_MEMBER_ID): the member
+takes that as a fence, fetches nothing until it has joined again, and reports the
+acknowledgements refused with it.
 """
 from __future__ import annotations
 
@@ -119,6 +122,7 @@ class ShareConsumerActor(ClientActor):
         self._send_subscription = False
         self._heartbeats: asyncio.Task | None = None
         self._heartbeat_wake: asyncio.Event | None = None
+        self._closing = False  # no joining again: a leave is coming
         self._buffer: deque = deque()
         self._results: list[AckResult] = []
         self._arrived: asyncio.Event | None = None
@@ -183,7 +187,7 @@ class ShareConsumerActor(ClientActor):
         member id (the heartbeat loop sends member epoch 0 next)."""
         self.member_epoch = 0
         self.assigned = set()
-        if self._heartbeat_wake is not None:
+        if self._heartbeat_wake is not None and not self._closing:
             self._heartbeat_wake.set()
 
     def _assign(self, assignment) -> None:
@@ -355,6 +359,7 @@ class ShareConsumerActor(ClientActor):
     async def close(self, acks: dict) -> list[AckResult]:
         """Send the last acknowledgements, wait for the fetches under way, then have every
         SharePartition release what this member still holds (buffered records included)."""
+        self._closing = True
         results = await self.commit(acks)
         await self._leave()
         self.assigned = set()
