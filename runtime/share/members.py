@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..errors import Errors, KafkaError
+from ..errors import Errors, KafkaError, raise_if
 
 __all__ = ["ShareMembers", "MEMBER_RECHECK_MS"]
 
@@ -49,7 +49,9 @@ class ShareMembers:
 
     def admitted(self, member_id: str, now_ms: int, ticket: int) -> bool:
         """True: serve the member. False: a listing must be awaited (or begun) first.
-        Raises UNKNOWN_MEMBER_ID when a listing begun after `ticket` did not have it."""
+        Raises UNKNOWN_MEMBER_ID when a listing begun after `ticket` did not have it, and
+        INVALID_REQUEST for no member id at all (nothing to ask about)."""
+        raise_if(not member_id, Errors.INVALID_REQUEST, "a share fetch or acknowledgement needs a member id")
         listed = member_id in self._members
         if listed and self._listed_at is not None and now_ms - self._listed_at < self.recheck_ms:
             return True

@@ -113,6 +113,15 @@ def test_a_failed_listing_refuses_nobody_and_the_next_request_lists_again():
     assert members.admitted("a", 0, ticket)
 
 
+def test_no_member_id_is_a_bad_request_not_a_question_for_the_group_coordinator():
+    members = ShareMembers("g", RECHECK)
+    for no_id in ("", None):
+        with pytest.raises(KafkaError) as e:
+            members.admitted(no_id, 0, members.ticket())
+        assert e.value.error is Errors.INVALID_REQUEST
+    assert not members.listing
+
+
 def test_one_listing_at_a_time():
     members = ShareMembers("g", RECHECK)
     members.begin_listing()
