@@ -111,6 +111,8 @@ def test_a_live_member_the_group_fenced_joins_again_and_is_told_of_its_lost_ackn
         coordinator = cluster.group_coordinator("g-fenced-live")
         ray.get(coordinator.share_group_heartbeat.remote(
             ShareGroupHeartbeatRequest("g-fenced-live", c.member_id, -1)))
+        wait_until(lambda: all(states(cluster, "g-fenced-live", "r-fenced")[o][0] == "AVAILABLE" for o in range(3)),
+                   message="the removed member's records released")
         for r in held:
             c.acknowledge(r)
         result = c.commit_sync()[TopicPartition("r-fenced", 0)]

@@ -36,6 +36,8 @@ def test_a_dropped_member_that_cannot_rejoin_stops_fetching_and_hears_of_its_ack
         other.subscribe("shut")
         wait_until(other.assignment, message="the other member's assignment")  # the one place is taken
         sp = ray.get_actor(naming.share_partition("g-shut", "shut", 0), namespace=cluster.namespace)
+        wait_until(lambda: all(s[0] == "AVAILABLE" for o, s in ray.get(sp.record_states.remote()).items()
+                               if o != "start_offset"), message="the removed member's records released")
         for r in held:
             dropped.acknowledge(r)
         before = share_fetches(sp)
