@@ -11,6 +11,9 @@ still waiting go out on their own (ShareAcknowledge).
 Until the group coordinator serves ShareGroupHeartbeat, every member fetches from every
 partition of its subscription (share groups allow many members per partition); `close()`
 asks each SharePartition to release what the member still holds, as a leave does in Kafka.
+A SharePartition refuses a member its group no longer has (UNKNOWN_MEMBER_ID): the member
+takes that as a fence, fetches nothing until it has joined again, and reports the
+acknowledgements refused with it.
 """
 from __future__ import annotations
 
@@ -53,6 +56,9 @@ DEFAULT_CONFIG: dict = {
     "key_deserializer": None,
     "value_deserializer": None,
 }
+
+# Errors that say the group does not have this member (any more): it joins again.
+_REJOIN = frozenset({Errors.UNKNOWN_MEMBER_ID, Errors.FENCED_MEMBER_EPOCH})
 
 # The acknowledge types a user may give (GAP is the client's own, for offsets with no record).
 _USER_TYPES = frozenset({AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT,
@@ -116,6 +122,7 @@ class ShareConsumerActor(ClientActor):
         self._send_subscription = False
         self._heartbeats: asyncio.Task | None = None
         self._heartbeat_wake: asyncio.Event | None = None
+        self._closing = False  # no joining again: a leave is coming
         self._buffer: deque = deque()
         self._results: list[AckResult] = []
         self._arrived: asyncio.Event | None = None
@@ -154,9 +161,8 @@ class ShareConsumerActor(ClientActor):
                                             request, self.client_id, self.host,
                                             timeout_s=self.s["request_timeout_ms"] / 1000)
                 error = Errors.for_code(response.error_code)
-                if error in (Errors.UNKNOWN_MEMBER_ID, Errors.FENCED_MEMBER_EPOCH):
-                    self.member_epoch = 0  # fenced: join again, under the same member id
-                    self.assigned = set()
+                if error in _REJOIN:
+                    self._fenced()
                     continue
                 if error is Errors.NONE:
                     backoff = Backoff()
@@ -175,6 +181,14 @@ class ShareConsumerActor(ClientActor):
             except asyncio.TimeoutError:
                 pass
             self._heartbeat_wake.clear()
+
+    def _fenced(self) -> None:
+        """The group no longer has this member: stop fetching and join again, under the same
+        member id (the heartbeat loop sends member epoch 0 next)."""
+        self.member_epoch = 0
+        self.assigned = set()
+        if self._heartbeat_wake is not None and not self._closing:
+            self._heartbeat_wake.set()
 
     def _assign(self, assignment) -> None:
         assigned = {TopicPartition(t.topic_name, p) for t in assignment.topic_partitions for p in t.partitions}
@@ -252,18 +266,26 @@ class ShareConsumerActor(ClientActor):
         try:
             response = await self._call(self._sp_name(part), "share_fetch", request,
                                         timeout_s=wait_ms / 1000 + self.s["request_timeout_ms"] / 1000)
+            if response.error_code:
+                # Refused as a whole (the group does not have this member): the
+                # acknowledgements it carried were not applied.
+                raise KafkaError(Errors.for_code(response.error_code), response.error_message)
             (result,) = response.responses[0].partitions
             if acks:
                 self._results.append(AckResult(part.tp, tuple(sorted(acks)), _error(
                     result.acknowledge_error_code, result.acknowledge_error_message)))
             if result.error_code:
                 log.info("%s: share fetch of %s: %s", self.client_id, part.tp, Errors.for_code(result.error_code))
+                if Errors.for_code(result.error_code) in _REJOIN:
+                    self._fenced()
             else:
                 self.lock_timeout_ms = response.acquisition_lock_timeout_ms
                 self._take(part, result)
         except KafkaError as e:
             if acks:
                 self._results.append(AckResult(part.tp, tuple(sorted(acks)), e))
+            if e.error in _REJOIN:
+                self._fenced()
         finally:
             part.fetch = None
             if self._arrived is not None:
@@ -301,10 +323,15 @@ class ShareConsumerActor(ClientActor):
         try:
             response = await self._call(self._sp_name(part), "share_acknowledge", request,
                                         timeout_s=self.s["request_timeout_ms"] / 1000)
-            (result,) = response.responses[0].partitions
-            error = _error(result.error_code, result.error_message)
+            if response.error_code:  # refused as a whole
+                error = _error(response.error_code, response.error_message)
+            else:
+                (result,) = response.responses[0].partitions
+                error = _error(result.error_code, result.error_message)
         except KafkaError as e:
             error = e
+        if error is not None and error.error in _REJOIN:
+            self._fenced()
         return AckResult(tp, tuple(sorted(acks)), error, renewed)
 
     async def _acknowledge_later(self, tp: TopicPartition, acks: dict) -> None:
@@ -332,6 +359,7 @@ class ShareConsumerActor(ClientActor):
     async def close(self, acks: dict) -> list[AckResult]:
         """Send the last acknowledgements, wait for the fetches under way, then have every
         SharePartition release what this member still holds (buffered records included)."""
+        self._closing = True
         results = await self.commit(acks)
         await self._leave()
         self.assigned = set()

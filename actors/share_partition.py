@@ -25,9 +25,10 @@ from runtime.messages.share import (AcknowledgementBatch, ShareAcknowledgeReques
 from runtime.messages.share_state import (ReadShareGroupStateSummaryRequest, ReadStateSummaryData,
                                           ReadStateSummaryPartitionData)
 from runtime.hashing import partition_for
-from runtime.messages.share_group import DescribeGroupConfigRequest
+from runtime.messages.share_group import DescribeGroupConfigRequest, ShareGroupDescribeRequest
 from runtime.messages.topics import FetchRequest, ListOffsetsRequest
 from runtime.share.coordinator import state_partition_for
+from runtime.share.members import ShareMembers
 from runtime.share.partition import PendingShareWrite, SharePartition, SharePartitionState
 from runtime.topics.isolation import filter_aborted
 
@@ -62,6 +63,11 @@ class SharePartitionActor:
         self._coordinator = naming.share_coordinator(state_partition_for(
             group_id, topic_id, partition, int(config["share.coordinator.state.topic.num.partitions"])))
         self._leader = naming.partition_leader(topic, partition)
+        self._group_coordinator = naming.group_coordinator(
+            partition_for(group_id, int(config.get("offsets.topic.num.partitions", 1))))
+        # The group's members, as the group coordinator last listed them; kept across reloads.
+        self._members = ShareMembers(group_id)
+        self._listing: asyncio.Task | None = None
         self._actors = ActorDirectory(namespace)
         self._sp: SharePartition | None = None
         self._loading: asyncio.Task | None = None
@@ -165,9 +171,8 @@ class SharePartitionActor:
 
     async def _read_group_configs(self) -> None:
         """The group's dynamic configs, from its group coordinator (later changes are pushed)."""
-        coordinator = naming.group_coordinator(
-            partition_for(self.group_id, int(self.config.get("offsets.topic.num.partitions", 1))))
-        response = await self._call(coordinator, "describe_group_config", DescribeGroupConfigRequest(self.group_id))
+        response = await self._call(self._group_coordinator, "describe_group_config",
+                                    DescribeGroupConfigRequest(self.group_id))
         if response.error_code == 0:
             await self.update_config({e.name: None if e.is_default else e.value
                                       for e in response.configs if e.name.startswith("share.")})
@@ -245,10 +250,47 @@ class SharePartitionActor:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    # ------------------------------------------------------------------ membership
+
+    async def _admit(self, member_id: str) -> None:
+        """Return once the share group is known to have member_id; raise UNKNOWN_MEMBER_ID
+        when it has not. No call while the cached listing answers; otherwise one listing of
+        the members, shared by every request that waits for it (runtime.share.members)."""
+        members = self._members
+        ticket = members.ticket()
+        while not members.admitted(member_id, now_ms(), ticket):
+            if not members.listing:
+                members.begin_listing()
+                self._listing = asyncio.get_running_loop().create_task(self._list_members())
+            await asyncio.shield(self._listing)
+
+    async def _list_members(self) -> None:
+        """One ShareGroupDescribe of the group for its member ids; a restarting group
+        coordinator is waited for, as a restarting share coordinator is for a write."""
+        deadline = time.monotonic() + WRITE_TIMEOUT_S
+        backoff = Backoff()
+        try:
+            while True:
+                response = await self._call(self._group_coordinator, "share_group_describe",
+                                            ShareGroupDescribeRequest((self.group_id,)),
+                                            max(deadline - time.monotonic(), 0.1))
+                (group,) = response.groups
+                error = Errors.for_code(group.error_code)
+                if error in (Errors.NONE, Errors.GROUP_ID_NOT_FOUND):  # no group: no members
+                    break
+                if error not in RETRIABLE_COORDINATOR_ERRORS or time.monotonic() > deadline:
+                    raise KafkaError(error, group.error_message)
+                await asyncio.sleep(backoff.next_s())
+        except BaseException:
+            self._members.listing_failed()
+            raise
+        self._members.listed((m.member_id for m in group.members), now_ms())
+
     # ------------------------------------------------------------------ acknowledging
 
     async def _acknowledge(self, member_id: str, batches) -> KafkaError | None:
         sp = await self._active()
+        self._members.raise_unless_member(member_id)  # released while the load was awaited
         try:
             pending = sp.acknowledge(member_id, tuple(_ack_batch(b) for b in batches), now_ms())
         except KafkaError as e:
@@ -259,11 +301,14 @@ class SharePartitionActor:
         part = self._my_partition(request.topics)
         error = None
         try:
+            await self._admit(request.member_id)
             if part is not None and part.acknowledgement_batches:
                 error = await self._acknowledge(request.member_id, part.acknowledgement_batches)
             sp = self._sp
             lock_ms = sp.record_lock_duration_ms if sp else 0
         except KafkaError as e:
+            if e.error is Errors.UNKNOWN_MEMBER_ID:
+                return _refused(ShareAcknowledgeResponse, e)
             error, lock_ms = e, 0
         result = ShareAcknowledgeResponsePartition(self.partition, error.code if error else 0,
                                                    error.message if error else None)
@@ -271,7 +316,9 @@ class SharePartitionActor:
                                         responses=(ShareAcknowledgeTopicResponse(self.topic_id, (result,)),))
 
     async def release_member(self, member_id: str) -> int:
-        """The member left or was fenced: what it holds is available again. The error code."""
+        """The member left or was fenced: what it holds is available again, and its later
+        requests are refused until the group has it again. The error code."""
+        self._members.release(member_id)
         try:
             sp = await self._active()
             error = await self._persist(sp.release_member(member_id, now_ms()))
@@ -291,18 +338,25 @@ class SharePartitionActor:
 
     async def share_fetch(self, request: ShareFetchRequest) -> ShareFetchResponse:
         """Acknowledge what the request carries, then acquire records for the member: at once
-        if there are any, else when some arrive or come back, until max_wait_ms."""
+        if there are any, else when some arrive or come back, until max_wait_ms. A member the
+        share group does not have is refused as a whole (UNKNOWN_MEMBER_ID), before anything
+        is acknowledged or acquired; one released while its fetch waited gets it per partition."""
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
         part = self._my_partition(request.topics)
         ack_error = error = None
         acquired, batches, lock_ms = (), (), 0
+        acknowledged = False
         try:
+            await self._admit(request.member_id)
             if part is not None and part.acknowledgement_batches:
                 ack_error = await self._acknowledge(request.member_id, part.acknowledgement_batches)
+            acknowledged = True
             acquired, batches = await self._acquire(request, deadline)
             sp = self._sp
             lock_ms = sp.record_lock_duration_ms if sp is not None else 0
         except KafkaError as e:
+            if e.error is Errors.UNKNOWN_MEMBER_ID and not acknowledged:
+                return _refused(ShareFetchResponse, e)
             error = e
         result = ShareFetchResponsePartition(
             self.partition, error.code if error else 0, error.message if error else None,
@@ -352,6 +406,7 @@ class SharePartitionActor:
         _raise_for(response)
         if sp is not self._sp:
             return None  # reloaded meanwhile
+        self._members.raise_unless_member(request.member_id)  # released while the read was under way
         # The log start offset is taken up only when a read from below it is refused (above),
         # as Kafka's ShareFetchUtils does: the start offset, and so the group's position, moves
         # when Kafka's would.
@@ -410,6 +465,12 @@ class SharePartitionActor:
 
 def _ack_batch(b) -> AcknowledgementBatch:
     return b if isinstance(b, AcknowledgementBatch) else AcknowledgementBatch(*b)
+
+
+def _refused(response_cls, error: KafkaError):
+    """A request refused as a whole, with a top-level error and no partitions, as Kafka
+    answers a share session error."""
+    return response_cls(error_code=error.code, error_message=error.message)
 
 
 def _raise_for(result) -> None:
