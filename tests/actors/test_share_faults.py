@@ -24,7 +24,7 @@ def produce(cluster, topic, count, partitions=1):
         producer.flush()
 
 
-def poll_records(consumer, count, timeout_s=20, acknowledge=False):
+def poll_records(consumer, count, timeout_s=60, acknowledge=False):
     got = []
 
     def step():
