@@ -8,8 +8,7 @@ a stale twin is fenced. It reads record data from the partition leader in whole 
 sends every state change to the share coordinator before it answers: the change is committed
 in memory when the write succeeds and rolled back when it fails. Acquisition is not persisted (as in Kafka), so after a
 restart whatever was held is available again. Lock expiry runs on a timer task of its own;
-as in Kafka it releases the records at once, whatever becomes of its write, and a failed
-expiry write is tried again until the share coordinator takes it (or a later write carries it).
+as in Kafka it releases the records at once, whatever becomes of its write.
 """
 from __future__ import annotations
 
@@ -228,22 +227,10 @@ class SharePartitionActor:
                 pending = sp.expire(now_ms())
                 if pending is not None:
                     metrics.registry.inc("shoal_share_acquisition_lock_timeout_count",
-                                         sum(b.last_offset - b.first_offset + 1 for b in pending.own_batches),
+                                         sum(b.last_offset - b.first_offset + 1 for b in pending.state_batches),
                                          coordinator=self.metrics_name)
                     self._notify()  # the records are free now, not once the write is done
-                    self._spawn(self._persist_expiry(pending))
-
-    async def _persist_expiry(self, pending: PendingShareWrite) -> None:
-        """An expiry's write. The records were released already; a write that failed for a
-        retriable reason is tried again, with backoff, until the share coordinator takes it,
-        a later write carries it, or this share partition is replaced."""
-        sp = pending._owner
-        backoff = Backoff(max_ms=5000)
-        while (error := await self._persist(pending)) is not None and error.retriable:
-            await asyncio.sleep(backoff.next_s())
-            pending = sp.resend() if sp is self._sp else None
-            if pending is None:
-                return
+                    self._spawn(self._persist(pending))
 
     def _spawn(self, coroutine) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)

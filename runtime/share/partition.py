@@ -33,7 +33,6 @@ from ..group.configs import parse_share_auto_offset_reset
 from ..messages.share import BATCH_OPTIMIZED, RECORD_LIMIT, AcknowledgementBatch, AcknowledgeType, AcquiredRecords
 from ..messages.share_state import (ReadShareGroupStateRequest, ReadStateData, ReadStatePartitionData,
                                     WriteShareGroupStateRequest, WriteStateData, WriteStatePartitionData)
-from .combiner import combine_state_batches
 from .inflight import EMPTY_MEMBER_ID, TERMINAL, GapWindow, InFlightBatch, InFlightState, LockTimer
 from .records import PersisterStateBatch, RecordState
 
@@ -104,10 +103,6 @@ class PendingShareWrite:
     done: bool = False
     # A lock expiry: the change already stands in memory, whatever the write's fate.
     final: bool = False
-    # The batches of this write's own change; state_batches adds what it carries of earlier
-    # expiry writes that failed (see SharePartition.rollback).
-    own_batches: tuple[PersisterStateBatch, ...] = field(default=(), repr=False)
-    _carried: tuple[PersisterStateBatch, ...] = field(default=(), repr=False)
 
     def request(self) -> WriteShareGroupStateRequest:
         partition = WriteStatePartitionData(self.partition, self.state_epoch, self.leader_epoch, self.start_offset,
@@ -151,8 +146,6 @@ class SharePartition:
         self._find_next_fetch_offset = False
         self._gap_window: GapWindow | None = None
         self._locks = LockTimer()
-        # Batches of lock expiries whose write failed, for the next write to carry.
-        self._unwritten: list[PersisterStateBatch] = []
 
     # ---- configuration ----
 
@@ -699,17 +692,6 @@ class SharePartition:
         # As in Kafka, the start offset moves when the write is settled, either way.
         return pending
 
-    def resend(self) -> PendingShareWrite | None:
-        """A write of what failed expiry writes left unwritten, or None: for the caller to try
-        again once the share coordinator is back (any later write carries it too)."""
-        if self.state is not SharePartitionState.ACTIVE or not self._unwritten:
-            return None
-        carried, self._unwritten = tuple(self._unwritten), []
-        return PendingShareWrite(self.group_id, self.topic_id, self.partition, self.state_epoch, self.leader_epoch,
-                                 self.start_offset, self.delivery_complete_count(),
-                                 tuple(combine_state_batches(carried, (), -1)), (), self, final=True,
-                                 _carried=carried)
-
     # ---- persisting ----
 
     def _pending(self, changes: list[InFlightState], final: bool = False) -> PendingShareWrite:
@@ -725,17 +707,9 @@ class SharePartition:
             run = [s.first_offset, s.last_offset, s.state, s.delivery_count]
         if run:
             batches.append(PersisterStateBatch(run[0], run[1], int(run[2]), run[3]))
-        own = tuple(batches)
-        carried: tuple[PersisterStateBatch, ...] = ()
-        if own and self._unwritten:
-            # Failed expiry writes go out again with this one. The share coordinator keeps
-            # the newest state of each offset, so old and new batches may overlap.
-            carried, self._unwritten = tuple(self._unwritten), []
-            batches = combine_state_batches(carried, own, -1)
         return PendingShareWrite(self.group_id, self.topic_id, self.partition, self.state_epoch, self.leader_epoch,
                                  self.start_offset, self.delivery_complete_count(), tuple(batches),
-                                 () if final else tuple(changes), self, final=final, own_batches=own,
-                                 _carried=carried)
+                                 () if final else tuple(changes), self, final=final)
 
     def _settle(self, pending: PendingShareWrite) -> None:
         if pending._owner is not self or pending.done:
@@ -768,10 +742,9 @@ class SharePartition:
 
     def rollback(self, pending: PendingShareWrite) -> None:
         """The write failed: every record it began to change is back as it was, holder and lock
-        included. A lock expiry is not undone (Kafka's behaviour): its batches, and those it
-        carried, wait for the next write to carry them."""
+        included. A lock expiry is not undone (Kafka's behaviour): the share coordinator keeps
+        its older state of those records until they change again."""
         self._settle(pending)
-        self._unwritten[:0] = pending._carried + (pending.own_batches if pending.final else ())
         for state in pending._changes:
             state.rollback()
             if state.state is ACQUIRED and state.deadline_ms is not None:

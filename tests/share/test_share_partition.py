@@ -513,50 +513,6 @@ def test_an_expiry_at_the_delivery_limit_archives_when_its_write_fails():
     assert (sp.start_offset, sp.cached_batches(), sp.next_fetch_offset()) == (10, [], 10)
 
 
-def test_later_writes_carry_what_a_failed_expiry_could_not_write():
-    store = Coordinator()
-    sp = make({"group.share.delivery.count.limit": 2})
-    sp.acquire("m1", [(0, 4)], 100, 0)
-    sp.acquire("m1", [(5, 9)], 100, 10)
-    expired = sp.expire(LOCK)
-    sp.rollback(expired)  # 0-4 released in memory only
-    assert sp.acquire("m2", [(0, 4)], 100, LOCK).acquired_records == (AcquiredRecords(0, 4, 2),)
-    ack(sp, "m1", AB(5, 9, RENEW), now=LOCK + 5)
-    expired = sp.expire(2 * LOCK)  # 0-4 archived at the limit; the write fails again
-    sp.rollback(expired)
-    assert sp.start_offset == 5  # in memory, past the archived 0-4
-    # An unrelated acknowledgement carries them: its write holds every state the share
-    # coordinator missed, the newest of each offset winning.
-    pending = sp.acknowledge("m1", [AB(5, 9, ACCEPT)], 2 * LOCK)
-    assert pending.own_batches == (PSB(5, 9, 2, 1),)
-    assert pending.state_batches == (PSB(0, 4, 4, 2), PSB(5, 9, 2, 1))
-    sp.rollback(pending)  # and if that write fails too, the next one carries them
-    pending = sp.acknowledge("m1", [AB(5, 9, ACCEPT)], 2 * LOCK)
-    assert pending.state_batches == (PSB(0, 4, 4, 2), PSB(5, 9, 2, 1))
-    store.write(pending)
-    sp.commit(pending)
-    assert sp.resend() is None  # nothing left to write
-    assert (sp.start_offset, store.read().start_offset) == (10, 5)
-    reloaded = SharePartition("g", "topic-id", 0)
-    reloaded.initialize(store.read(), 0)
-    assert reloaded.record_states() == {}  # nothing redelivered, the start offset moves on
-    assert reloaded.start_offset == 10
-
-
-def test_resend_writes_what_failed_expiries_left():
-    sp = make()
-    sp.acquire("m1", [(0, 4)], 100, 0)
-    assert sp.resend() is None
-    sp.rollback(sp.expire(LOCK))
-    again = sp.resend()
-    assert again.final and again.state_batches == (PSB(0, 4, 0, 1),)
-    assert sp.resend() is None  # in flight
-    sp.rollback(again)
-    again = sp.resend()
-    sp.commit(again)
-    assert sp.resend() is None
-
-
 def test_records_released_by_a_pending_write_are_not_acquired_until_it_commits():
     sp = make()
     sp.acquire("m1", [(0, 4)], 100, 0)
