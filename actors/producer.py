@@ -97,6 +97,7 @@ class Producer:
         self._open: dict[tuple[str, int], _Batch] = {}
         self._queued: dict[tuple[str, int], list[_Batch]] = {}
         self._in_flight: dict[Any, _Batch] = {}
+        self._sending = 0  # batches taken from the queues that are not in flight yet
         self._cond = threading.Condition()
         self._flushing = 0
         self._closed = False
@@ -174,7 +175,7 @@ class Producer:
                 for tp in list(self._open):
                     self._seal(tp)
                 self._cond.notify_all()
-                while self._open or any(self._queued.values()) or self._in_flight:
+                while self._open or any(self._queued.values()) or self._sending or self._in_flight:
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         raise KafkaError(Errors.REQUEST_TIMED_OUT, "flush timed out")
@@ -268,18 +269,25 @@ class Producer:
                     if now - batch.created >= self._linger_s:
                         self._seal(tp)
                 to_send = self._ready_batches(now)
+                # Out of the queues but not yet in flight: flush() must wait for these too,
+                # or a commit could end the transaction before they are sent.
+                self._sending += len(to_send)
                 opened, self._batch_opened = self._batch_opened, False
                 if not to_send and not self._in_flight and not opened:
                     if self._closed and not self._open and not any(self._queued.values()):
                         return
                     self._cond.wait(self._next_wake(now))
                     continue
-            if opened:
-                self._add_partitions_early()
-            if to_send and self._txn is not None:
-                to_send = self._prepare_idempotent(to_send)
-            for batch in to_send:
-                self._send(batch)
+            try:
+                if opened:
+                    self._add_partitions_early()
+                sending = self._prepare_idempotent(to_send) if to_send and self._txn is not None else to_send
+                for batch in sending:
+                    self._send(batch)
+            finally:
+                with self._cond:
+                    self._sending -= len(to_send)
+                    self._cond.notify_all()
             self._collect()
 
     def _next_wake(self, now: float) -> float:
