@@ -11,7 +11,6 @@ from typing import Any, Iterator
 
 from .codec import as_dict, decode_entries, unpack
 from .errors import CorruptRecordError
-from .log import ATTR_COMPACTED
 from .logformat import (COMPACTED_RE, MANIFEST, SEGMENT_RE, Batch, BadBatch, Manifest, SegmentInfo,
                         check_segment_batches, parse_batch, read_manifest, rebuild_manifest, valid_batch_after)
 from .topics import data
@@ -147,7 +146,7 @@ def _records(batch: Batch, internal: bool) -> list[dict[str, Any]]:
         if not internal:
             return [r._asdict() for r in data.decode_entries(batch.payload, batch.base_offset)]
         payload = unpack(batch.payload)
-        if batch.attributes & ATTR_COMPACTED:
+        if batch.is_compacted:
             deltas, entries = payload
             offsets = [batch.base_offset + d for d in deltas]
         else:
