@@ -7,7 +7,7 @@ from .consumer import CommitFailedError, Consumer, NoOffsetForPartitionError
 from .produce_result import FutureRecordMetadata, RecordMetadata
 from .producer import Producer
 from .share_consumer import AcknowledgeType, ShareConsumer
-from .types import ConsumerRebalanceListener, ConsumerRecord, OffsetAndMetadata, TopicPartition
+from runtime.clients.types import ConsumerRebalanceListener, ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 __all__ = ["Cluster", "DeploymentNotFound", "TopicDescription", "Producer", "RecordMetadata",
            "FutureRecordMetadata", "Errors", "KafkaError", "Consumer", "CommitFailedError",

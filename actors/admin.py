@@ -38,7 +38,7 @@ from runtime.messages.txn import DescribeTransactionsRequest, ListTransactionsRe
 from runtime.share.coordinator import state_partition_for
 
 from . import naming
-from .types import OffsetAndMetadata, TopicPartition
+from runtime.clients.types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["Admin", "GroupListing", "GroupDescription", "MemberDescription", "ListedOffset", "OffsetReset",
            "SharePartitionOffset"]

@@ -12,7 +12,7 @@ import sys
 from runtime.errors import Errors, KafkaError, raise_if
 
 from .admin import UNKNOWN, OffsetReset
-from .types import TopicPartition
+from runtime.clients.types import TopicPartition
 
 __all__ = ["add_commands"]
 

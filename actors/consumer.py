@@ -23,7 +23,7 @@ from .client import ClientFacade
 from .consumer_actor import LOST, REVOKED, CommitFailedError, ConsumerActor, NoOffsetForPartitionError, PollResult
 from .errors import to_kafka_error
 from .modern_consumer import ModernConsumerActor
-from .types import ConsumerRebalanceListener, ConsumerRecord, OffsetAndMetadata, TopicPartition
+from runtime.clients.types import ConsumerRebalanceListener, ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 __all__ = ["Consumer", "ConsumerActor", "NoOffsetForPartitionError", "CommitFailedError", "DEFAULT_CONFIG"]
 

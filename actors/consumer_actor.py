@@ -38,7 +38,7 @@ from . import naming
 from .client import ClientActor
 from .errors import RETRIABLE_COORDINATOR_ERRORS
 from .retry import Backoff
-from .types import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from runtime.clients.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 

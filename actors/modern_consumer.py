@@ -2,7 +2,7 @@
 over the classic consumer's client actor.
 
 Fetching, positions, commits and the facade are the classic consumer's; what differs is
-the group loop. The membership manager (`actors.membership`) decides what each
+the group loop. The membership manager (`runtime.clients.membership`) decides what each
 ConsumerGroupHeartbeat carries and what to reconcile; this actor sends the heartbeats at
 the interval the coordinator returns and applies each reconciliation in Kafka's order:
 stop fetching the revoked partitions, commit their offsets (auto commit), run
@@ -25,7 +25,7 @@ from runtime.errors import Errors, KafkaError
 
 from .consumer_actor import _STABLE, _UNJOINED, LOST, REVOKED, ASSIGNED, CommitFailedError, ConsumerActor
 from .errors import to_kafka_error
-from .membership import MembershipManager, MemberState, Reconciliation
+from runtime.clients.membership import MembershipManager, MemberState, Reconciliation
 from .retry import Backoff
 
 log = logging.getLogger(__name__)

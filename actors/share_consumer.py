@@ -39,7 +39,7 @@ from . import naming
 from .client import ClientActor, ClientFacade
 from .errors import to_kafka_error
 from .retry import Backoff
-from .types import ConsumerRecord, TopicPartition
+from runtime.clients.types import ConsumerRecord, TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ import itertools
 
 import pytest
 
-from actors.membership import (PREVIOUS_STATES, IllegalStateTransition, MembershipManager, MemberState as S)
-from actors.types import TopicPartition as TP
+from runtime.clients.membership import (PREVIOUS_STATES, IllegalStateTransition, MembershipManager, MemberState as S)
+from runtime.clients.types import TopicPartition as TP
 from runtime.errors import Errors, KafkaError
 from runtime.group.shard import GroupCoordinatorShard
 from runtime.messages.consumer import (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatRequestTopicPartitions,

@@ -12,8 +12,8 @@ import tempfile
 
 from hypothesis import given, settings, strategies as st
 
-from actors.membership import MembershipManager, MemberState as S
-from actors.types import TopicPartition
+from runtime.clients.membership import MembershipManager, MemberState as S
+from runtime.clients.types import TopicPartition
 from runtime.errors import KafkaError
 from runtime.group.shard import GroupCoordinatorShard
 from runtime.messages.consumer import ConsumerGroupHeartbeatResponse
