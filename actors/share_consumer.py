@@ -491,7 +491,11 @@ class ShareConsumer(ClientFacade):
                                         timeout_s=timeout_ms / 1000 + 60)
         self._lock_timeout_ms = result.lock_timeout_ms
         again, self._again = self._again + self._settle(result.results), []
-        records = again + [self._deserialize(r) for r in result.records]
+        fresh = [self._deserialize(r) for r in result.records]
+        # A renewed record whose lock ran out before this poll may be acquired again by this
+        # very member: the new delivery is the one it holds, the renewed copy is stale.
+        delivered = {(r.topic, r.partition, r.offset) for r in fresh}
+        records = [r for r in again if (r.topic, r.partition, r.offset) not in delivered] + fresh
         self._in_hand = {(r.topic, r.partition, r.offset): r for r in records}
         return records
 

@@ -101,7 +101,7 @@ def test_at_least_once_ledger_with_random_acknowledgements_and_crashes(cluster):
         c.subscribe("f-ledger")
         return c
     consumers = [new_consumer() for _ in range(3)]
-    renewed: set = set()
+    renewed: dict = {}  # (partition, offset) -> delivery count, renewed and not yet handed back
 
     def all_done():
         return all(start_offset(cluster, "g-ledger", "f-ledger", p) == n // partitions for p in range(partitions))
@@ -113,11 +113,11 @@ def test_at_least_once_ledger_with_random_acknowledgements_and_crashes(cluster):
             ray.kill(c._actor)  # crash: what it holds comes back after the lock
             consumers[i] = new_consumer()
             return False
-        outcomes = {}
+        outcomes, delivered = {}, {}
         for r in c.poll(0.05):
             key = (r.partition, r.offset)
-            if key in renewed:
-                renewed.discard(key)  # handed back by the facade, not a new delivery
+            if renewed.pop(key, None) == r.delivery_count:
+                pass  # handed back by the facade, not a new delivery (the lock may have run out since)
             else:
                 deliveries.setdefault(key, []).append((r.delivery_count, c.member_id))
             roll = rng.random()
@@ -125,12 +125,13 @@ def test_at_least_once_ledger_with_random_acknowledgements_and_crashes(cluster):
                         else AcknowledgeType.REJECT if roll < 0.9 else AcknowledgeType.RENEW)
             c.acknowledge(r, ack_type)
             outcomes[key] = ack_type
+            delivered[key] = r.delivery_count
         for tp, error in c.commit_sync().items():
             for key, ack_type in outcomes.items():
                 if key[0] != tp.partition or error is not None:
                     continue
                 if ack_type == AcknowledgeType.RENEW:
-                    renewed.add(key)
+                    renewed[key] = delivered[key]
                 elif ack_type in (AcknowledgeType.ACCEPT, AcknowledgeType.REJECT):
                     finished.setdefault(key, []).append(ack_type)
         return not outcomes and all_done()
