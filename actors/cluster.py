@@ -24,6 +24,7 @@ from .config import merged
 from .controller import ControllerActor
 from .errors import to_kafka_error
 from .partition_leader import PartitionLeaderActor
+from .placement import remote
 from .retry import ActorDirectory
 
 log = logging.getLogger(__name__)
@@ -63,18 +64,6 @@ class TopicDescription:
     topic_id: str
     partitions: int
     configs: dict
-
-
-def _remote(cls, name: str, namespace: str, detached: bool, config: dict, restartable: bool = True):
-    options = dict(name=name, namespace=namespace, get_if_exists=True,
-                   num_cpus=config.get("actor.num.cpus", 0), max_concurrency=1000)
-    if config.get("actor.resources"):
-        options["resources"] = dict(config["actor.resources"])
-    if restartable:
-        options["max_restarts"] = -1
-    if detached:
-        options["lifetime"] = "detached"
-    return ray.remote(cls).options(**options)
 
 
 class Cluster:
@@ -142,7 +131,7 @@ class Cluster:
         config = {**config, naming.NAMESPACE_KEY: namespace}
         deployment = {"data_dir": data_dir, "config": config, "namespace": namespace, "detached": detached}
         cluster = cls(namespace, deployment, owns_ray=owns_ray, owns_data_dir=owns_data_dir, owns_deployment=True)
-        controller = _remote(ControllerActor, naming.CONTROLLER, namespace, detached, config).remote(
+        controller = remote(ControllerActor, naming.CONTROLLER, namespace, detached, config, spread=True).remote(
             data_dir, config, namespace, detached)
         cluster.directory.keep(naming.CONTROLLER, controller)
         status = ray.get(controller.ready.remote(), timeout=120)
@@ -152,7 +141,7 @@ class Cluster:
         for class_path, name_for, count_key in COORDINATORS:
             for partition in range(int(config[count_key])):
                 name = name_for(partition)
-                handle = _remote(_load_class(class_path), name, namespace, detached, config).remote(
+                handle = remote(_load_class(class_path), name, namespace, detached, config, spread=True).remote(
                     data_dir, partition, config)
                 cluster.directory.keep(name, handle)
                 refs.append(handle.ready.remote())
@@ -259,7 +248,8 @@ class Cluster:
         refs = []
         for p in partitions:
             name = naming.partition_leader(topic.name, p)
-            handle = _remote(PartitionLeaderActor, name, self.namespace, self.detached, self.config).remote(
+            handle = remote(PartitionLeaderActor, name, self.namespace, self.detached, self.config,
+                            spread=True).remote(
                 self.data_dir, topic.name, p, topic.configs, self.config)
             self.directory.keep(name, handle)
             refs.append(handle.ready.remote())

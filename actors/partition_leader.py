@@ -40,6 +40,7 @@ from runtime.topics.partition import PartitionLog
 
 from . import naming
 from .errors import to_kafka_error
+from .placement import current_node
 from .retry import ActorDirectory
 from .shard_host import _truthy, now_ms
 
@@ -141,7 +142,7 @@ class PartitionLeaderActor:
         state = "offline" if p is not None and p.offline else "active" if p else "initial"
         return {"name": f"{self.topic}-{self.partition}", "state": state, "error": self._open_error,
                 "log_start_offset": p.log_start_offset if p else None,
-                "high_watermark": p.high_watermark if p else None, "pid": os.getpid()}
+                "high_watermark": p.high_watermark if p else None, "pid": os.getpid(), "node_id": current_node()}
 
     # ------------------------------------------------------------------ produce
 

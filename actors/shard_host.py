@@ -17,6 +17,7 @@ from runtime.coordinator import CoordinatorRuntime, CoordinatorState, LoadProgre
 from runtime.log import FileLog, LogConfig
 
 from . import metrics
+from .placement import current_node
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +169,7 @@ class ShardHost:
             "load_time_ms": self.load_time_ms,
             "pending_records": self.runtime.pending_records,
             "pid": os.getpid(),
+            "node_id": current_node(),
         }
 
     # ------------------------------------------------------------------ operations
