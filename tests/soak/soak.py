@@ -377,7 +377,14 @@ def main(argv=None) -> int:
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--seed", type=int, default=int(time.time()))
     args = parser.parse_args(argv)
-    summary = run(args.minutes, args.seed)
+    from actors.cluster import RAY_SYSTEM_CONFIG
+    # The actors' logs stay out of this process's output, which is the JSON summary.
+    ray.init(address="local", include_dashboard=False, logging_level="WARNING", log_to_driver=False,
+             _system_config=RAY_SYSTEM_CONFIG)
+    try:
+        summary = run(args.minutes, args.seed)
+    finally:
+        ray.shutdown()
     print(json.dumps(summary, indent=2))
     return 1 if summary["violations"] else 0
 
