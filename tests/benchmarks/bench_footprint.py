@@ -18,6 +18,7 @@ Run: .venv/bin/python tests/benchmarks/bench_footprint.py  (prints JSON)
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -84,6 +85,13 @@ def settle(s: float = 3.0) -> None:
 
 
 def main() -> None:
+    # Ray prints its raylet's warnings on this process's stdout: keep them off the JSON.
+    with contextlib.redirect_stdout(sys.stderr):
+        summary = footprint()
+    print(json.dumps(summary, indent=2))
+
+
+def footprint() -> dict:
     ray.init(address="local", include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     cluster = Cluster.local(config={"log.flush.fsync": False, "share.auto.offset.reset": "earliest",
                                     "group.share.partition.idle.ms": IDLE_MS,
@@ -175,7 +183,7 @@ def main() -> None:
             "partitions_when_share_partitions_are_idle_and_expired": int(budget_mb // (leader + client / 4)),
         },
     }
-    print(json.dumps(summary, indent=2))
+    return summary
 
 
 if __name__ == "__main__":

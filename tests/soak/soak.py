@@ -27,6 +27,7 @@ from outside), and whole nodes (tests/actors/test_multinode.py removes one).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import sys
@@ -382,7 +383,8 @@ def main(argv=None) -> int:
     ray.init(address="local", include_dashboard=False, logging_level="WARNING", log_to_driver=False,
              _system_config=RAY_SYSTEM_CONFIG)
     try:
-        summary = run(args.minutes, args.seed)
+        with contextlib.redirect_stdout(sys.stderr):  # Ray prints its raylet's warnings on stdout
+            summary = run(args.minutes, args.seed)
     finally:
         ray.shutdown()
     print(json.dumps(summary, indent=2))
