@@ -39,8 +39,8 @@ from runtime.topics.isolation import filter_aborted
 
 from . import metrics, naming
 from .config import DEFAULTS
-from .placement import current_node
 from .errors import RETRIABLE_COORDINATOR_ERRORS
+from .placement import current_node
 from .retry import ActorDirectory, Backoff
 from .shard_host import now_ms
 
