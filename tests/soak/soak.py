@@ -92,6 +92,7 @@ class Member:
         if records:
             offsets = {tp: rs[-1].offset + 1 for tp, rs in records.items()}
             consumer.commit()
+            self.soak.commits += 1
             committed = self.soak.committed[self.group]
             for tp, o in offsets.items():
                 committed[tp] = max(committed.get(tp, 0), o)
@@ -170,6 +171,7 @@ class Soak:
         self.txns = {"committed": set(), "aborted": set(), "unknown": set()}
         self.unsettled: list = []  # committed transactions with a send not answered
         self.faults: dict = {}
+        self.commits = 0  # offset commits acknowledged
         self._seq = 0
         self._txn = {"producer": None, "n": 0}
 
@@ -281,11 +283,9 @@ class Soak:
         if len(values) != len(set(values)):
             violations.append(f"{len(values) - len(set(values))} produced records written twice")
 
-        commits = 0
         for group, committed in self.committed.items():
             offsets = self.cluster.admin().list_group_offsets(group)
             for tp, o in committed.items():
-                commits += 1
                 if tp not in offsets or offsets[tp].committed_offset < o:
                     violations.append(f"{group}: acknowledged commit {tp}@{o} lost ({offsets.get(tp)})")
         for m in self.members:
@@ -347,7 +347,8 @@ class Soak:
             "faults_total": sum(self.faults.values()),
             "checked": {
                 "produced_records": len(self.produced),
-                "offset_commits": commits,
+                "offset_commits": self.commits,
+                "committed_partitions_checked": sum(len(c) for c in self.committed.values()),
                 "ownership_intervals": sum(len(i) for i in self.ownership.values()),
                 "share_records": len(log),
                 "share_acknowledged": len(self.share_acked),
