@@ -45,7 +45,12 @@ CONSUMER = dict(session_timeout_ms=20000, heartbeat_interval_ms=500, max_poll_re
 @pytest.fixture(scope="module")
 def nodes():
     """A head (the driver and the clients) and two workers (the deployment's actors)."""
+    import sys
     from ray.cluster_utils import Cluster as RayCluster
+    raydp = sys.modules.get("raydp.context")
+    if raydp is not None and raydp._global_spark_context is not None:
+        # The session's Spark (tests/spark, collected after this) lives in the session's Ray.
+        pytest.skip("a Spark session runs in the session's Ray, which this module would stop")
     had_session = ray.is_initialized()
     ray.shutdown()
     rc = RayCluster(initialize_head=True, head_node_args=dict(num_cpus=1, _system_config=RAY_SYSTEM_CONFIG))
