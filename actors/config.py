@@ -25,6 +25,9 @@ DEFAULTS: dict = {
     # Where actors run: "default" (Ray's scheduler) or "spread" (coordinators and partition
     # leaders over the nodes); see actors/placement.py.
     "actor.placement": "default",
+    # A dotted path of a runtime.log.OsIO subclass, built with this config, that every log's
+    # file operations go through (fault injection in tests); None: the OS's.
+    "log.io.class": None,
     # Partition leaders and the data path.
     "log.retention.check.interval.ms": 300000,
     "fetch.max.wait.ms": 500,

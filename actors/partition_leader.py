@@ -42,7 +42,7 @@ from . import naming
 from .errors import to_kafka_error
 from .placement import current_node
 from .retry import ActorDirectory
-from .shard_host import _truthy, now_ms
+from .shard_host import _truthy, log_io, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +86,10 @@ class PartitionLeaderActor:
             raise KafkaError(Errors.KAFKA_STORAGE_ERROR, self._open_error)
         try:
             if plog is None:
+                io = log_io(self._config)
                 self._plog = PartitionLog(self._dir, self.topic, self.partition, self._topic_configs,
-                                          fsync=_truthy(self._config.get("log.flush.fsync", True)))
+                                          fsync=_truthy(self._config.get("log.flush.fsync", True)),
+                                          **({"io": io} if io is not None else {}))
             else:
                 plog.reopen()
         except Exception as e:

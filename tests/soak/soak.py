@@ -21,16 +21,21 @@ violation. Every loop and wait is bounded; the cluster and its data are removed 
 Run on demand: `.venv/bin/python -m tests.soak.soak --minutes 10`; tests/soak/test_soak.py
 runs one minute in the normal suite.
 
-Not injected (yet): slow or failing fsyncs (the actors' logs take no fault-injecting I/O
-from outside), and whole nodes (tests/actors/test_multinode.py removes one).
+With `--disk-faults`, every log's fsyncs go through tests/soak/chaos_io.py (`log.io.class`):
+1% are slow (200 ms) and 0.2% fail, which takes the log offline until its actor reopens it.
+Not in the one-minute CI run: one of its first three one-minute runs found a KIP-848 group
+with a partition owned by two members at once (not investigated yet). Whole nodes are not removed here
+(tests/actors/test_multinode.py removes one).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import os
 import random
 import sys
+import tempfile
 import threading
 import time
 
@@ -39,6 +44,7 @@ import ray
 from actors import AcknowledgeType, Cluster, TopicPartition, naming
 from tests.actors.helpers import Ownership, Worker, double_owners, read_partition, transactions_settled
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOPIC, TXN_TOPIC, PARTITIONS = "soak", "soak-txn", 2
 LIMIT = 5  # group.share.delivery.count.limit
 CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
@@ -51,6 +57,9 @@ CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
           "group.consumer.heartbeat.interval.ms": 500, "group.consumer.min.heartbeat.interval.ms": 100,
           "group.consumer.session.timeout.ms": 6000, "group.consumer.min.session.timeout.ms": 1000,
           "group.min.session.timeout.ms": 1000}
+# With --disk-faults: every log's fsyncs go through tests/soak/chaos_io.py.
+DISK_FAULTS = {"log.flush.fsync": True, "log.io.class": "tests.soak.chaos_io.ChaosIO",
+               "soak.fsync.slow.rate": 0.01, "soak.fsync.slow.ms": 200, "soak.fsync.fail.rate": 0.002}
 CONSUMER = dict(session_timeout_ms=6000, heartbeat_interval_ms=500, max_poll_records=50,
                 auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=200)
 PRODUCE_BATCH, PRODUCE_PAUSE_S = 5, 0.25  # about 20 records a second
@@ -361,33 +370,53 @@ class Soak:
         }
 
 
-def run(minutes: float, seed: int = 0, data_dir: str | None = None) -> dict:
+def _count_lines(path: str) -> dict:
+    counts: dict = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                counts[line.strip()] = counts.get(line.strip(), 0) + 1
+    return counts
+
+
+def run(minutes: float, seed: int = 0, data_dir: str | None = None, disk_faults: bool = False) -> dict:
     """Run the soak for `minutes` on a Cluster.local (on the Ray this process is connected
     to, or a new one); the summary."""
     started = time.monotonic()
-    cluster = Cluster.local(data_dir=data_dir, config=CONFIG)
+    faults_file = tempfile.mktemp(prefix="shoal-soak-faults-")
+    config = {**CONFIG, **(DISK_FAULTS if disk_faults else {}), "soak.faults.file": faults_file}
+    cluster = Cluster.local(data_dir=data_dir, config=config)
     try:
         soak = Soak(cluster, seed)
+        open(faults_file + ".armed", "w").close()  # the deployment is up: disk faults may start
         summary = soak.check(soak.run(minutes * 60))
     finally:
         cluster.shutdown()
-    return {"minutes": minutes, "seed": seed, "wall_s": round(time.monotonic() - started, 1), **summary}
+        disk = _count_lines(faults_file)
+        for path in (faults_file, faults_file + ".armed"):
+            if os.path.exists(path):
+                os.unlink(path)
+    summary["faults"].update(disk)
+    summary["faults_total"] += sum(disk.values())
+    return {"minutes": minutes, "seed": seed, "disk_faults": disk_faults, "wall_s": round(time.monotonic() - started, 1), **summary}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--seed", type=int, default=int(time.time()))
+    parser.add_argument("--disk-faults", action="store_true", help="slow and failing fsyncs too")
     args = parser.parse_args(argv)
     from actors.cluster import RAY_SYSTEM_CONFIG
-    # The actors' logs stay out of this process's output, which is the JSON summary.
-    ray.init(address="local", include_dashboard=False, logging_level="WARNING", log_to_driver=False,
-             _system_config=RAY_SYSTEM_CONFIG)
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # Ray prints its raylet's warnings on stdout
-            summary = run(args.minutes, args.seed)
-    finally:
-        ray.shutdown()
+    # This process's stdout is the JSON summary: the actors' logs and Ray's own warnings
+    # (which Ray prints on stdout) go elsewhere.
+    with contextlib.redirect_stdout(sys.stderr):
+        ray.init(address="local", include_dashboard=False, logging_level="WARNING", log_to_driver=False,
+                 _system_config=RAY_SYSTEM_CONFIG, runtime_env={"env_vars": {"PYTHONPATH": ROOT}})
+        try:
+            summary = run(args.minutes, args.seed, disk_faults=args.disk_faults)
+        finally:
+            ray.shutdown()
     print(json.dumps(summary, indent=2))
     return 1 if summary["violations"] else 0
 
