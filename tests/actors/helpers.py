@@ -42,9 +42,9 @@ class Worker(threading.Thread):
 
 
 class Ownership(ConsumerRebalanceListener):
-    """The intervals (tp, member, start, end) during which a member owned each partition, in
-    this process's clock, appended to a shared log. `close()` ends what it still owns (at
-    its close, or when the member died) and ignores anything told later."""
+    """The intervals (tp, member, start, end, lost) during which a member owned each
+    partition, in this process's clock, appended to a shared log. `close()` ends what it
+    still owns (at its close, or when the member died) and ignores anything told later."""
 
     def __init__(self, member, log):
         self.member, self.log, self.open, self.closed = member, log, {}, False
@@ -54,10 +54,15 @@ class Ownership(ConsumerRebalanceListener):
             for tp in assigned:
                 self.open[tp] = time.monotonic()
 
-    def on_partitions_revoked(self, revoked):
+    def on_partitions_revoked(self, revoked, lost=False):
         for tp in revoked:
             if tp in self.open:
-                self.log.append((tp, self.member, self.open.pop(tp), time.monotonic()))
+                self.log.append((tp, self.member, self.open.pop(tp), time.monotonic(), lost))
+
+    def on_partitions_lost(self, lost):
+        # The member was fenced: in Kafka's terms it stopped owning them then, and learns it
+        # only now, possibly after another member got them.
+        self.on_partitions_revoked(lost, lost=True)
 
     def close(self):
         self.on_partitions_revoked(list(self.open))
@@ -65,9 +70,10 @@ class Ownership(ConsumerRebalanceListener):
 
 
 def double_owners(log):
-    """(tp, member, other member) for every two intervals of one partition that overlap."""
-    log = sorted(log, key=lambda i: (str(i[0]), i[2]))
-    return [(tp, m, m2) for i, (tp, m, start, end) in enumerate(log) for tp2, m2, start2, end2 in log[i + 1:]
+    """(tp, member, other member) for every two intervals of one partition that overlap;
+    an interval that ended in a loss (a fence) is not an ownership to its end."""
+    log = sorted((i for i in log if not i[4]), key=lambda i: (str(i[0]), i[2]))
+    return [(tp, m, m2) for i, (tp, m, start, end, _) in enumerate(log) for tp2, m2, start2, end2, _ in log[i + 1:]
             if tp == tp2 and m != m2 and start < end2 and start2 < end]
 
 

@@ -9,7 +9,8 @@ Every client keeps a ledger, and at the end the soak checks:
 
 - every acknowledged produce is in the log, once;
 - every acknowledged offset commit is at or below the group's committed offset;
-- no partition was owned by two members of a group at once;
+- no partition was owned by two members of a group at once (a member that learns it was
+  fenced, on_partitions_lost, stopped owning at the fence, before it learnt it);
 - every share record was acknowledged successfully at most once, and each one never
   acknowledged reached the delivery count limit (it was archived) or had an acknowledgement
   whose outcome the client did not learn, with the share group at the end of the log;
@@ -24,7 +25,9 @@ runs one minute in the normal suite.
 With `--disk-faults`, every log's fsyncs go through tests/soak/chaos_io.py (`log.io.class`):
 1% are slow (200 ms) and 0.2% fail, which takes the log offline until its actor reopens it.
 Not in the one-minute CI run: one of its first three one-minute runs found a KIP-848 group
-with a partition owned by two members at once (not investigated yet). Whole nodes are not removed here
+with a partition owned by two members at once, when lost partitions (a fenced member) still
+counted as owned until the client learnt of the loss; not seen since they no longer count,
+in too few runs to be sure it was only that. Whole nodes are not removed here
 (tests/actors/test_multinode.py removes one).
 """
 from __future__ import annotations
@@ -359,6 +362,7 @@ class Soak:
                 "offset_commits": self.commits,
                 "committed_partitions_checked": sum(len(c) for c in self.committed.values()),
                 "ownership_intervals": sum(len(i) for i in self.ownership.values()),
+                "ownership_lost": sum(1 for i in self.ownership.values() for o in i if o[4]),
                 "share_records": len(log),
                 "share_acknowledged": len(self.share_acked),
                 "share_acknowledgements_unknown": len(self.share_unknown - set(self.share_acked)),
@@ -385,13 +389,15 @@ def run(minutes: float, seed: int = 0, data_dir: str | None = None, disk_faults:
     started = time.monotonic()
     faults_file = tempfile.mktemp(prefix="shoal-soak-faults-")
     config = {**CONFIG, **(DISK_FAULTS if disk_faults else {}), "soak.faults.file": faults_file}
-    cluster = Cluster.local(data_dir=data_dir, config=config)
+    cluster = None
     try:
+        cluster = Cluster.local(data_dir=data_dir, config=config)
         soak = Soak(cluster, seed)
         open(faults_file + ".armed", "w").close()  # the deployment is up: disk faults may start
         summary = soak.check(soak.run(minutes * 60))
     finally:
-        cluster.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
         disk = _count_lines(faults_file)
         for path in (faults_file, faults_file + ".armed"):
             if os.path.exists(path):
