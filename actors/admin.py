@@ -16,8 +16,6 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-import ray
-
 from runtime.errors import Errors, KafkaError, raise_if
 from runtime.group.consumer_protocol import decode_assignment
 from runtime.hashing import partition_for
@@ -28,11 +26,10 @@ from runtime.messages.group import (
     OffsetDeleteRequestPartition, OffsetDeleteRequestTopic, OffsetFetchRequest, OffsetFetchRequestGroup,
     OffsetFetchRequestTopics,
 )
-from runtime.messages.share_group import AlterGroupConfigRequest, DescribeGroupConfigRequest, ShareGroupDescribeRequest
-from runtime.messages.share_state import (
-    InitializeShareGroupStateRequest, InitializeStateData, InitializeStatePartitionData,
-    ReadShareGroupStateSummaryRequest, ReadStateSummaryData, ReadStateSummaryPartitionData,
-)
+from runtime.messages.share_group import (AlterGroupConfigRequest, AlterShareGroupOffsetsRequest,
+                                          DescribeGroupConfigRequest, ShareGroupDescribeRequest)
+from runtime.messages.share_state import (ReadShareGroupStateSummaryRequest, ReadStateSummaryData,
+                                          ReadStateSummaryPartitionData)
 from runtime.messages.topics import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ListOffsetsRequest, MetadataRequest
 from runtime.messages.txn import DescribeTransactionsRequest, ListTransactionsRequest
 from runtime.share.coordinator import state_partition_for
@@ -459,50 +456,16 @@ class Admin:
         return {tp: SharePartitionOffset(start, UNKNOWN if complete < 0 else max(ends[tp] - start - complete, 0))
                 for tp, (start, complete) in sorted(found.items())}
 
-    async def _raise_if_share_group_active(self, group_id: str) -> None:
-        try:
-            (group,) = (await self.describe_groups_async([group_id])).values()
-        except KafkaError as e:
-            if e.error is Errors.GROUP_ID_NOT_FOUND:
-                return
-            raise
-        raise_if(bool(group.members), Errors.NON_EMPTY_GROUP,
-                 f"share-group offsets can be changed only if the group {group_id!r} is inactive, but the current "
-                 f"state is {group.state} with {len(group.members)} member(s)")
-
     async def _restart_share_state(self, group_id: str, starts: Mapping[TopicPartition, int]) -> None:
         """Start the share group's state on each partition over, at a start offset (-1: at
-        share.auto.offset.reset when next consumed), under a new state epoch; then restart the
-        group's SharePartition actors there, which load the new state (a stale one would be
-        fenced only at its next write, after serving old state)."""
-        await self._raise_if_share_group_active(group_id)
-        keys = await self._share_keys(group_id, {tp.topic for tp in starts})
-        for coordinator, tps in keys.items():
-            by_id: dict[str, list] = {}
-            for tp, tid in tps:
-                if tp in starts:
-                    by_id.setdefault(tid, []).append(tp)
-            if not by_id:
-                continue
-            summary = await self._call(coordinator, "read_share_group_state_summary", ReadShareGroupStateSummaryRequest(
-                group_id, tuple(ReadStateSummaryData(tid, tuple(ReadStateSummaryPartitionData(tp.partition)
-                                                                 for tp in ps)) for tid, ps in by_id.items())))
-            epochs = {(r.topic_id, p.partition): p.state_epoch for r in summary.results for p in r.partitions}
-            request = InitializeShareGroupStateRequest(group_id, tuple(
-                InitializeStateData(tid, tuple(InitializeStatePartitionData(
-                    tp.partition, epochs.get((tid, tp.partition), 0) + 1, starts[tp]) for tp in ps))
-                for tid, ps in by_id.items()))
-            response = await self._call(coordinator, "initialize_share_group_state", request)
-            for r in response.results:
-                for p in r.partitions:
-                    _raise_for_code(p.error_code, f"change share-group offsets of {group_id!r}", p.error_message)
-        for tp in starts:
-            try:
-                actor = ray.get_actor(naming.share_partition(group_id, tp.topic, tp.partition),
-                                      namespace=self.cluster.namespace)
-            except ValueError:
-                continue  # nobody consumed there yet
-            ray.kill(actor, no_restart=False)
+        share.auto.offset.reset when next consumed): the group coordinator decides (the group
+        must be empty) and carries it out under a new state epoch."""
+        offsets: dict[str, dict[int, int]] = {}
+        for tp, o in starts.items():
+            offsets.setdefault(tp.topic, {})[tp.partition] = o
+        response = await self._call(self._group_coordinator(group_id), "alter_share_group_offsets",
+                                    AlterShareGroupOffsetsRequest(group_id, offsets))
+        _raise_for_code(response.error_code, f"change share-group offsets of {group_id!r}", response.error_message)
 
     async def alter_share_group_offsets_async(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
         """Start the share group on each partition at a new offset (the group must have no

@@ -30,6 +30,7 @@ from runtime.messages.group import (
     error_response,
 )
 from runtime.messages.share_group import (AlterGroupConfigRequest, AlterGroupConfigResponse,
+                                          AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
                                           DescribeGroupConfigRequest, DescribeGroupConfigResponse,
                                           ShareGroupDescribeRequest, ShareGroupDescribeResponse,
                                           ShareGroupDescribeResponseDescribedGroup,
@@ -50,6 +51,8 @@ log = logging.getLogger(__name__)
 
 # How often the topics are read again without being told (Kafka's metadata.max.age.ms).
 METADATA_MAX_AGE_MS = 30000
+RELOAD_TIMEOUT_S = 10  # a SharePartition's reload after an offset alter
+ALTER_TIMEOUT_S = 60  # an offset alter's initialisation, retries included
 
 
 def offsets_log_name(partition: int) -> str:
@@ -64,6 +67,8 @@ class GroupCoordinatorActor(ShardHost):
         self._topics_task: asyncio.Task | None = None
         self._share_state_partitions = int(config.get("share.coordinator.state.topic.num.partitions", 1))
         self._share_inits: set[asyncio.Task] = set()  # share-state initialisations under way
+        # Offset alters waiting for their initialisation: (group id, topic id) -> futures
+        self._alters: dict[tuple[str, str], list[asyncio.Future]] = {}
         self._topics_wanted: asyncio.Event | None = None
         # Reads of the controller are numbered as they start; a later read never sees older
         # topics, so an answer older than the one applied last is dropped.
@@ -197,16 +202,18 @@ class GroupCoordinatorActor(ShardHost):
 
     async def _initialize_share_state(self, pending) -> None:
         """Have the share coordinators initialise newly subscribed partitions (state epoch =
-        the group epoch, start offset -1), then tell the shard which succeeded; the shard
-        asks again after group.share.initialize.retry.interval.ms for the rest."""
+        the group epoch, start offset -1) or partitions an offset alter starts over, then
+        tell the shard which succeeded; the shard asks again after
+        group.share.initialize.retry.interval.ms for the rest."""
         by_coordinator: dict[int, list[int]] = {}
         for p in pending.partitions:
             by_coordinator.setdefault(state_partition_for(pending.group_id, pending.topic_id, p,
                                                           self._share_state_partitions), []).append(p)
+        starts = dict(zip(pending.partitions, pending.start_offsets))
         done, failed = [], []
         for coordinator, partitions in by_coordinator.items():
             request = InitializeShareGroupStateRequest(pending.group_id, (InitializeStateData(pending.topic_id, tuple(
-                InitializeStatePartitionData(p, pending.group_epoch, -1) for p in partitions)),))
+                InitializeStatePartitionData(p, pending.group_epoch, starts.get(p, -1)) for p in partitions)),))
             try:
                 response = await call_async(lambda c=coordinator: ray.get_actor(
                     naming.share_coordinator(c), namespace=self._namespace), "initialize_share_group_state", request)
@@ -217,11 +224,72 @@ class GroupCoordinatorActor(ShardHost):
             ok = {r.partition for r in results if r.error_code == 0}
             done += [p for p in partitions if p in ok]
             failed += [p for p in partitions if p not in ok]
-        if done:
-            await self._write(lambda s, now: s.share_group_initialized(pending.group_id, pending.topic_id, done, now))
-        if failed:
-            await self._write(lambda s, now: s.share_group_initialize_failed(pending.group_id, pending.topic_id,
-                                                                             failed, now))
+        error = None
+        try:
+            if done and pending.altered:
+                # Before the partitions are assignable again: no member may fetch the old state.
+                await self._reload_share_partitions(pending.group_id, pending.topic_name, done, pending.group_epoch)
+            if done:
+                await self._write(lambda s, now: s.share_group_initialized(pending.group_id, pending.topic_id, done,
+                                                                           now))
+            if failed:
+                error = KafkaError(Errors.COORDINATOR_NOT_AVAILABLE,
+                                   f"the share coordinator did not initialise partitions {failed}")
+                await self._write(lambda s, now: s.share_group_initialize_failed(pending.group_id, pending.topic_id,
+                                                                                 failed, now))
+        except KafkaError as e:
+            error = e
+        finally:
+            for future in self._alters.pop((pending.group_id, pending.topic_id), []):
+                if not future.done():
+                    future.set_result(error)
+
+    async def _reload_share_partitions(self, group_id: str, topic: str, partitions, state_epoch: int) -> None:
+        """SharePartitions that hold the share group's state of these partitions load it
+        again (an offset alter started it over under `state_epoch`). One that does not answer
+        is restarting or gone, and loads the new state when it comes back; if it is only
+        slow, its next write is fenced (FENCED_STATE_EPOCH) and it loads then."""
+        calls = []
+        for partition in partitions:
+            try:
+                sp = ray.get_actor(naming.share_partition(group_id, topic, partition), namespace=self._namespace)
+            except ValueError:
+                continue  # none: the next share fetch creates one, which loads the new state
+            calls.append((partition, sp.reload_state.remote(state_epoch)))
+        for partition, call in calls:
+            try:
+                await asyncio.wait_for(call, RELOAD_TIMEOUT_S)
+            except Exception as e:
+                log.info("%s: reloading %s-%d of %s: %s", self.runtime.name, topic, partition, group_id, e)
+
+    async def alter_share_group_offsets(self, request: AlterShareGroupOffsetsRequest
+                                        ) -> AlterShareGroupOffsetsResponse:
+        """AlterShareGroupOffsets (a start offset of -1 forgets where the group is:
+        DeleteShareGroupOffsets): answered once the share coordinators hold the new state and
+        the group's SharePartitions loaded it."""
+        group_id, offsets = request.group_id, request.offsets
+        pending: list[asyncio.Future] = []
+
+        def alter(shard, now):
+            result = shard.alter_share_group_offsets(group_id, offsets, now)
+            for name in offsets:  # the alter raised for a topic it does not know
+                future = asyncio.get_running_loop().create_future()
+                self._alters.setdefault((group_id, shard.share.topic_ids[name]), []).append(future)
+                pending.append(future)
+            return result
+        try:
+            await self._write(alter)
+            errors = await asyncio.wait_for(asyncio.gather(*pending), ALTER_TIMEOUT_S)
+        except (KafkaError, asyncio.TimeoutError) as e:
+            for key in list(self._alters):
+                self._alters[key] = [f for f in self._alters[key] if f not in pending]
+                if not self._alters[key]:
+                    del self._alters[key]
+            error = e if isinstance(e, KafkaError) else KafkaError(
+                Errors.REQUEST_TIMED_OUT, f"the share state of {group_id!r} was not initialised in time")
+            return AlterShareGroupOffsetsResponse(error.code, error.message)
+        error = next((e for e in errors if e is not None), None)
+        return AlterShareGroupOffsetsResponse(error.code, error.message) if error else AlterShareGroupOffsetsResponse()
 
     # ------------------------------------------------------------------ topic metadata
 

@@ -214,6 +214,23 @@ class SharePartitionActor:
         _raise_for(latest)
         return latest.offset
 
+    async def reload_state(self, state_epoch: int) -> None:
+        """The group coordinator started the share group's state here over under
+        `state_epoch` (an offset alter, with the group empty): load it, unless this state is
+        that new already. An actor going away idle loads nothing: its successor will."""
+        try:
+            self._enter()
+        except KafkaError:
+            return
+        try:
+            if self._loading is not None and not self._loading.done():
+                await asyncio.gather(asyncio.shield(self._loading), return_exceptions=True)
+            if self._sp is not None and self._sp.state_epoch < state_epoch:
+                self._sp = None  # _active loads again
+            await self._active()
+        finally:
+            self._leave()
+
     async def update_config(self, configs: dict) -> None:
         """The group's dynamic share.* configs changed (or are known for the first time);
         None removes the group's value, so the cluster's applies again."""

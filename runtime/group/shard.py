@@ -163,6 +163,9 @@ class GroupCoordinatorShard:
     def share_group_initialized(self, group_id: str, topic_id: str, partitions, now_ms: int) -> Result:
         return self.share.share_group_initialized(group_id, topic_id, partitions, now_ms)
 
+    def alter_share_group_offsets(self, group_id: str, offsets, now_ms: int) -> Result:
+        return self.share.alter_share_group_offsets(group_id, offsets, now_ms)
+
     def share_group_initialize_failed(self, group_id: str, topic_id: str, partitions, now_ms: int) -> Result:
         return self.share.share_group_initialize_failed(group_id, topic_id, partitions, now_ms)
 

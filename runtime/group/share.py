@@ -65,11 +65,12 @@ class InitState(enum.Enum):
 
 
 # The moves a partition's state may make: it is asked for (again, on a retry or a failure),
-# confirmed, or forgotten when its topic is deleted.
+# confirmed, started over at other offsets (AlterShareGroupOffsets, DeleteShareGroupOffsets),
+# or forgotten when its topic is deleted.
 INIT_TRANSITIONS: dict[InitState, frozenset[InitState]] = {
     InitState.UNINITIALIZED: frozenset({InitState.INITIALIZING}),
     InitState.INITIALIZING: frozenset({InitState.INITIALIZING, InitState.INITIALIZED, InitState.UNINITIALIZED}),
-    InitState.INITIALIZED: frozenset({InitState.UNINITIALIZED}),
+    InitState.INITIALIZED: frozenset({InitState.INITIALIZING, InitState.UNINITIALIZED}),
 }
 
 
@@ -99,12 +100,20 @@ class ReleasedShareMember(NamedTuple):
 
 class PendingShareInitialization(NamedTuple):
     """Partitions whose share-group state the share coordinator must initialise, with the
-    state epoch to give them (the group epoch)."""
+    state epoch to give them (the group epoch) and each one's start offset (-1: at
+    share.auto.offset.reset when first fetched; another offset after an offset alter)."""
     group_id: str
     topic_id: str
     topic_name: str
     partitions: tuple[int, ...]
     group_epoch: int
+    start_offsets: tuple[int, ...] = ()
+
+    @property
+    def altered(self) -> bool:
+        """Whether an offset alter started these partitions over: their SharePartitions must
+        load the new state before the partitions are assignable again."""
+        return bool(self.start_offsets)
 
 
 def share_initialize_retry_key(group_id: str) -> tuple:
@@ -232,6 +241,8 @@ class ShareGroupManager(ModernGroupManager):
         self._released: list[ReleasedShareMember] = []
         self.topic_ids: dict[str, str] = {}
         self._pending: set[tuple[str, str]] = set()  # (group id, topic id) the owner must still be told of
+        # {(group id, topic id): {partition: start offset}} of offset alters not initialised yet
+        self._altered: dict[tuple[str, str], dict[int, int]] = {}
 
     def replayers(self) -> dict:
         return {
@@ -443,10 +454,49 @@ class ShareGroupManager(ModernGroupManager):
             group = self._live_group(group_id)
             entry = group.initializing.get(topic_id) if group is not None else None
             if entry is not None:
-                out.append(PendingShareInitialization(group_id, topic_id, entry[0], tuple(sorted(entry[1])),
-                                                      group.group_epoch))
+                partitions = tuple(sorted(entry[1]))
+                altered = self._altered.get((group_id, topic_id), {})
+                out.append(PendingShareInitialization(
+                    group_id, topic_id, entry[0], partitions, group.group_epoch,
+                    tuple(altered.get(p, -1) for p in partitions) if altered else ()))
         self._pending.clear()
         return out
+
+    def alter_share_group_offsets(self, group_id: str, offsets: Mapping[str, Mapping[int, int]],
+                                  now_ms: int) -> Result:
+        """AlterShareGroupOffsets (DeleteShareGroupOffsets with start offset -1): the share
+        group, which must have no members, starts each partition over at its offset. As in
+        Kafka the partitions go back to initialising (no member is assigned them meanwhile)
+        and the share coordinator initialises them under a new state epoch (the group
+        epoch), which fences any SharePartition still holding the old state; the owner
+        reports the outcome with share_group_initialized or share_group_initialize_failed."""
+        group = self._group(group_id, create=False)
+        raise_if(bool(group.members), Errors.NON_EMPTY_GROUP,
+                 f"share-group offsets can be changed only if the group {group_id!r} is inactive, but the current "
+                 f"state is {group.state.value} with {len(group.members)} member(s)")
+        raise_if(self.topics is None, Errors.COORDINATOR_LOAD_IN_PROGRESS, "topic metadata is not known yet")
+        moves = []
+        for name, starts in sorted(offsets.items()):
+            topic_id = self.topic_ids.get(name)
+            raise_if(topic_id is None or name not in self.topics, Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                     f"unknown topic {name!r}")
+            for p, o in starts.items():
+                raise_if(not 0 <= p < self.topics[name], Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                         f"{name}-{p} does not exist")
+                raise_if(o < -1, Errors.INVALID_REQUEST, f"cannot start {name}-{p} at offset {o}")
+            _transition(group, topic_id, starts, InitState.INITIALIZING)
+            moves.append((topic_id, name, dict(starts)))
+        if not moves:
+            return Result()
+        initializing, initialized = group.initializing, group.initialized
+        for topic_id, name, starts in moves:
+            initialized = _without(initialized, topic_id, starts)
+            initializing = _with(initializing, topic_id, name, starts, now_ms)
+            self._altered[(group_id, topic_id)] = {**self._altered.get((group_id, topic_id), {}), **starts}
+            self._pending.add((group_id, topic_id))
+        self._schedule_retry_at(group_id, now_ms + self.retry_interval_ms)
+        return Result([R.share_group_state_partition_metadata_record(group_id, initializing, initialized,
+                                                                     group.deleting)])
 
     def share_group_initialized(self, group_id: str, topic_id: str, partitions, now_ms: int) -> Result:
         """The share coordinator initialised these partitions: they become assignable, and
@@ -456,6 +506,12 @@ class ShareGroupManager(ModernGroupManager):
         if not done:
             return Result()
         _transition(group, topic_id, done, InitState.INITIALIZED)
+        altered = self._altered.get((group_id, topic_id))
+        if altered is not None:
+            for p in done:
+                altered.pop(p, None)
+            if not altered:
+                del self._altered[(group_id, topic_id)]
         initializing = _without(group.initializing, topic_id, done)
         initialized = _with(group.initialized, topic_id, entry[0], done, -1)
         if topic_id not in initializing:

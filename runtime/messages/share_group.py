@@ -130,3 +130,19 @@ class DescribeGroupConfigResponse:
     error_code: int = 0
     error_message: str | None = None
     configs: tuple = ()  # runtime.group.configs.GroupConfigEntry(name, value, is_default)
+
+
+# Kafka's AlterShareGroupOffsets (and DeleteShareGroupOffsets, a start offset of -1), decided
+# by the group coordinator; all of a request's partitions succeed or fail together, so the
+# error is the response's.
+
+@dataclass(frozen=True)
+class AlterShareGroupOffsetsRequest:
+    group_id: str
+    offsets: dict  # topic name -> {partition: start offset, or -1 to forget it}
+
+
+@dataclass(frozen=True)
+class AlterShareGroupOffsetsResponse:
+    error_code: int = 0
+    error_message: str | None = None

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 import ray
 
-from actors import AcknowledgeType, Errors, KafkaError, OffsetAndMetadata, TopicPartition
+from actors import AcknowledgeType, Errors, KafkaError, OffsetAndMetadata, TopicPartition, naming
 from actors.admin import ListedOffset, OffsetReset, SharePartitionOffset
 from runtime.messages.group import (JoinGroupRequest, JoinGroupRequestProtocol, MemberIdentity, SyncGroupRequest,
                                     SyncGroupRequestAssignment)
@@ -205,8 +205,13 @@ def test_share_group_offsets(cluster, admin):
     def left():  # a member's leave is a heartbeat of its own, after close returns
         return not admin.describe_groups(["g-share"])["g-share"].members
     wait_until(left, message="the member left")
+    sp = cluster.directory.get(naming.share_partition("g-share", "work", 0))
+    pid = ray.get(sp.status.remote())["pid"]
     admin.alter_share_group_offsets("g-share", {wp: 10})
     assert admin.describe_share_group_offsets("g-share") == {wp: SharePartitionOffset(10, 2)}
+    # the group coordinator had the SharePartition load the new state: it was not restarted
+    status = ray.get(sp.status.remote())
+    assert status["pid"] == pid and ray.get(sp.record_states.remote())["start_offset"] == 10
     with cluster.share_consumer("g-share", fetch_max_wait_ms=200) as c:  # starts at offset 10
         c.subscribe(["work"])
         got = []

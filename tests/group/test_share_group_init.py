@@ -126,8 +126,8 @@ def test_the_transition_table_refuses_illegal_moves_and_changes_nothing(tmp_path
     g = group(h)
     assert g.init_state("T", 0) is InitState.INITIALIZED and g.init_state("T", 1) is InitState.INITIALIZING
     assert g.init_state("T", 2) is InitState.UNINITIALIZED
-    for partition, to in ((0, InitState.INITIALIZING), (0, InitState.INITIALIZED), (2, InitState.INITIALIZED),
-                          (2, InitState.UNINITIALIZED)):
+    # (an initialised partition goes back to initialising only when an offset alter starts it over)
+    for partition, to in ((0, InitState.INITIALIZED), (2, InitState.INITIALIZED), (2, InitState.UNINITIALIZED)):
         assert to not in INIT_TRANSITIONS[g.init_state("T", partition)]
         with pytest.raises(KafkaError) as e:
             _transition(g, "T", [1, partition], to)
@@ -166,5 +166,82 @@ def test_the_partitions_to_delete_with_the_group(tmp_path):
 def test_a_pending_initialization_unpacks_as_a_tuple(tmp_path):
     h = harness(tmp_path)
     hb(h, new_member_id="a")
-    [(group_id, topic_id, topic_name, partitions, group_epoch)] = pending(h)
-    assert (group_id, topic_id, topic_name, partitions, group_epoch) == (G, "T", "t", (0, 1), 1)
+    [(group_id, topic_id, topic_name, partitions, group_epoch, start_offsets)] = pending(h)
+    assert (group_id, topic_id, topic_name, partitions, group_epoch, start_offsets) == (G, "T", "t", (0, 1), 1, ())
+
+
+# ---------------------------------------------------------------------- offset alters
+
+def empty_group(h):
+    """A share group whose one member consumed from initialised partitions, then left."""
+    hb(h, new_member_id="a")
+    for p in pending(h):
+        h.call(lambda s, now, p=p: s.share_group_initialized(G, p.topic_id, p.partitions, now))
+    hb(h, "a", -1)
+    return group(h).group_epoch
+
+
+def alter(h, offsets):
+    return written(h, lambda s, now: s.alter_share_group_offsets(G, offsets, now))
+
+
+def test_an_offset_alter_starts_the_partitions_over_under_the_group_epoch(tmp_path):
+    h = harness(tmp_path)
+    epoch = empty_group(h)
+    h.advance(1_000)
+    _, records = alter(h, {"t": {0: 10}})
+    assert records == [state_record([("T", "t", (0,), 1_000)], [("T", "t", (1,), -1)])]
+    g = group(h)
+    assert (g.init_state("T", 0), g.init_state("T", 1)) == (InitState.INITIALIZING, InitState.INITIALIZED)
+    assert pending(h) == [PendingShareInitialization(G, "T", "t", (0,), epoch, (10,))]
+    # a member joining meanwhile gets only what is initialised
+    assert hb(h, new_member_id="b").assignment == assignment(t=[1])
+    h.call(lambda s, now: s.share_group_initialized(G, "T", (0,), now))
+    assert group(h).init_state("T", 0) is InitState.INITIALIZED
+    assert hb(h, "b", group(h).members["b"].member_epoch).assignment == assignment(t=[0, 1])
+
+
+def test_deleting_offsets_starts_over_at_the_reset_policy(tmp_path):
+    h = harness(tmp_path)
+    epoch = empty_group(h)
+    alter(h, {"t": {0: -1, 1: -1}})
+    assert pending(h) == [PendingShareInitialization(G, "T", "t", (0, 1), epoch, (-1, -1))]
+
+
+def test_a_failed_alter_is_asked_for_again_at_its_offsets_until_it_succeeds(tmp_path):
+    h = harness(tmp_path)
+    epoch = empty_group(h)
+    alter(h, {"t": {1: 7}})
+    pending(h)
+    h.call(lambda s, now: s.share_group_initialize_failed(G, "T", (1,), now))
+    h.advance(RETRY_MS)
+    assert pending(h) == [PendingShareInitialization(G, "T", "t", (1,), epoch, (7,))]
+    h.call(lambda s, now: s.share_group_initialized(G, "T", (1,), now))
+    # a later initialisation of the partition (a new subscription after a topic grows, say)
+    # no longer carries the alter's offset
+    assert group(h).init_state("T", 1) is InitState.INITIALIZED and pending(h) == []
+
+
+@pytest.mark.parametrize("offsets, error", [
+    ({"nope": {0: 1}}, Errors.UNKNOWN_TOPIC_OR_PARTITION),
+    ({"t": {2: 1}}, Errors.UNKNOWN_TOPIC_OR_PARTITION),
+    ({"t": {0: 1}, "nope": {0: 1}}, Errors.UNKNOWN_TOPIC_OR_PARTITION),
+    ({"t": {0: -2}}, Errors.INVALID_REQUEST),
+])
+def test_bad_alters_change_nothing(tmp_path, offsets, error):
+    h = harness(tmp_path)
+    empty_group(h)
+    before, end = snapshot(h.shard), h.end_offset
+    raises(error, lambda: h.call(lambda s, now: s.alter_share_group_offsets(G, offsets, now)))
+    assert snapshot(h.shard) == before and h.end_offset == end and pending(h) == []
+
+
+def test_a_group_with_members_or_no_group_cannot_be_altered(tmp_path):
+    h = harness(tmp_path)
+    hb(h, new_member_id="a")
+    pending(h)
+    before, end = snapshot(h.shard), h.end_offset
+    raises(Errors.NON_EMPTY_GROUP, lambda: h.call(lambda s, now: s.alter_share_group_offsets(G, {"t": {0: 1}}, now)))
+    raises(Errors.GROUP_ID_NOT_FOUND,
+           lambda: h.call(lambda s, now: s.alter_share_group_offsets("other", {"t": {0: 1}}, now)))
+    assert snapshot(h.shard) == before and h.end_offset == end and pending(h) == []
