@@ -147,6 +147,8 @@ class ClassicMember:
             self._transition(S.UNJOINED)
 
     def _fail(self, error: Errors, message: str | None = None) -> Step:
+        if self.state is S.FATAL:  # the first fatal error is the one the user sees
+            return Step(Action.FATAL, error=self.fatal_error)
         self.fatal_error = KafkaError(error, message or f"the group coordinator answered {error.name}")
         self._transition(S.FATAL)
         return Step(Action.FATAL, error=self.fatal_error)

@@ -226,6 +226,13 @@ def test_a_fenced_static_member_stops():
     assert step.action is Action.FATAL and m.fatal_error.error is Errors.FENCED_INSTANCE_ID
 
 
+def test_the_first_fatal_error_is_the_one_that_stays():
+    m = stable(member(group_instance_id="i1"))
+    heartbeat(m, Errors.FENCED_INSTANCE_ID)
+    step = m.request_failed(Errors.INVALID_REQUEST)  # a later call that fails too
+    assert step.action is Action.FATAL and step.error.error is Errors.FENCED_INSTANCE_ID
+
+
 def test_calls_that_failed_without_an_answer():
     m = stable(member())
     assert m.request_failed(Errors.COORDINATOR_NOT_AVAILABLE).action is Action.REDISCOVER
