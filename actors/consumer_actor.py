@@ -148,6 +148,7 @@ class ConsumerActor(ConsumerActorBase):
 
     async def _leave(self, reason: str) -> None:
         given_up, request = self.member.unsubscribe(reason)
+        given_up |= set(self.positions)
         self._drop(given_up)
         self._log(REVOKED, given_up)
         await self._send_leave(request)
