@@ -469,3 +469,19 @@ def test_a_member_removed_by_the_coordinator_loses_its_partitions_and_joins_agai
     g.rebalance({"a": a})
     assert ("a", "lose", tps(("t", 0), ("t", 1))) in g.log
     assert g.owned["a"] == tps(("t", 0), ("t", 1)) and a.generation >= 2
+
+
+def test_the_leader_rejoins_when_a_topic_grows_and_assigns_the_new_partition(tmp_path):
+    g = ClassicGroupHarness(tmp_path, {"t": 2})
+    a = g.member()
+    a.subscribe(["t"])
+    g.rebalance({"a": a})
+    age = SETTINGS["metadata_max_age_ms"]
+    assert a.metadata_check_due(g.now_ms + age) == ["t"]
+    assert not a.on_metadata(g.topics) and not a.needs_join()  # unchanged: no rebalance
+    g.topics["t"] = 3
+    topics = a.metadata_check_due(g.now_ms + 2 * age)
+    assert a.on_metadata({t: g.topics[t] for t in topics})
+    assert a.generation != -1  # still in the group: it rejoins to assign the new partition
+    assert g.rebalance({"a": a}) == 1
+    assert g.owned["a"] == tps(("t", 0), ("t", 1), ("t", 2))
