@@ -20,9 +20,12 @@ from runtime.errors import Errors, KafkaError
 from runtime.messages.topics import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 from .client import ClientFacade
-from .consumer_actor import LOST, REVOKED, CommitFailedError, ConsumerActor, NoOffsetForPartitionError, PollResult
+from .consumer_actor import ConsumerActor
+from .consumer_base import LOST, REVOKED, PollResult
 from .errors import to_kafka_error
 from .modern_consumer import ModernConsumerActor
+from runtime.clients.fetch import NoOffsetForPartitionError
+from runtime.clients.offsets import CommitFailedError
 from runtime.clients.types import ConsumerRebalanceListener, ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 __all__ = ["Consumer", "ConsumerActor", "NoOffsetForPartitionError", "CommitFailedError", "DEFAULT_CONFIG"]

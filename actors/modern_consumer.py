@@ -1,18 +1,15 @@
 """The KIP-848 consumer (`group_protocol="consumer"`): Kafka's AsyncKafkaConsumer membership
-over the classic consumer's client actor.
+on the shared consumer actor base.
 
-Fetching, positions, commits and the facade are the classic consumer's; what differs is
-the group loop. The membership manager (`runtime.clients.membership`) decides what each
-ConsumerGroupHeartbeat carries and what to reconcile; this actor sends the heartbeats at
-the interval the coordinator returns and applies each reconciliation in Kafka's order:
+Fetching, positions and the facade are the base's; the membership manager
+(`runtime.clients.membership`) is the one source of truth about the group: it decides what
+each ConsumerGroupHeartbeat carries and what to reconcile. This actor sends the heartbeats
+at the interval the coordinator returns and applies each reconciliation in Kafka's order:
 stop fetching the revoked partitions, commit their offsets (auto commit), run
 `on_partitions_revoked` in the user's process, then take the assigned ones
 (`on_partitions_assigned`), then acknowledge with the next heartbeat. A fenced member's
 partitions are lost (`on_partitions_lost`) and it rejoins with epoch 0. Offset commits
 carry the member epoch.
-
-Every change of what the actor owns is logged as the classic consumer's is
-(`ownership_history()`).
 """
 from __future__ import annotations
 
@@ -21,11 +18,12 @@ import logging
 import time
 import uuid
 
+from runtime.clients.membership import MembershipManager, MemberState, Reconciliation
+from runtime.clients.offsets import commit_outcome, offset_commit_request
 from runtime.errors import Errors, KafkaError
 
-from .consumer_actor import _STABLE, _UNJOINED, LOST, REVOKED, ASSIGNED, CommitFailedError, ConsumerActor
+from .consumer_base import ASSIGNED, LOST, REVOKED, ConsumerActorBase
 from .errors import to_kafka_error
-from runtime.clients.membership import MembershipManager, MemberState, Reconciliation
 from .retry import Backoff
 
 log = logging.getLogger(__name__)
@@ -36,30 +34,46 @@ _IN_GROUP = frozenset({MemberState.STABLE, MemberState.RECONCILING, MemberState.
                        MemberState.PREPARE_LEAVING})
 
 
-class ModernConsumerActor(ConsumerActor):
+class ModernConsumerActor(ConsumerActorBase):
     def __init__(self, namespace: str, config: dict, client_id: str, group_id: str | None, settings: dict) -> None:
         super().__init__(namespace, config, client_id, group_id, settings)
         self.membership = MembershipManager(group_id or "", str(uuid.uuid4()), self.rebalance_timeout_ms,
                                             self.instance_id, server_assignor=settings.get("group_remote_assignor"))
-        self.member_id = self.membership.member_id
 
-    # ================================================================== the user's calls
+    # ================================================================== membership
 
-    async def subscribe(self, topics, has_listener: bool) -> None:
-        await super().subscribe(topics, has_listener)
-        self.membership.subscribe(self.subscription)
-        self._wake_group()
+    @property
+    def subscription(self) -> tuple:
+        return self.membership.topics
 
-    async def poll(self, timeout_ms: int, max_records: int | None):
+    def _subscribe(self, topics: tuple) -> None:
+        self.membership.subscribe(topics)
+
+    def _on_poll(self) -> None:
         if self.membership.state is MemberState.STALE:
             self.membership.poll_resumed()
             self._wake_group()
-        return await super().poll(timeout_ms, max_records)
+
+    def _in_group(self) -> bool:
+        return self.membership.state in _IN_GROUP
+
+    def _commit_request(self, offsets: dict):
+        """A commit carries the member epoch while in the group, else -1 (a commit of a
+        consumer outside the group)."""
+        m = self.membership
+        if m.state in _IN_GROUP and m.topics:
+            return offset_commit_request(self.group_id, offsets, m.member_epoch, m.member_id, self.instance_id)
+        return offset_commit_request(self.group_id, offsets)
+
+    def _on_commit_response(self, response, request):
+        """A commit with a stale member epoch is sent again with the current one until the
+        request timeout, as Kafka's consumer does; fencing is the heartbeat's business."""
+        return commit_outcome(response, member_epoch=True)
 
     async def group_state(self) -> dict:
         m = self.membership
         return {"member_id": m.member_id, "member_epoch": m.member_epoch, "state": m.state.value,
-                "assignment": sorted(self.parts), "heartbeat_interval_ms": m.heartbeat_interval_ms}
+                "assignment": sorted(self.positions), "heartbeat_interval_ms": m.heartbeat_interval_ms}
 
     # ================================================================== the heartbeat loop
 
@@ -104,7 +118,6 @@ class ModernConsumerActor(ConsumerActor):
                     return
                 continue
             backoff.attempts = 0
-            self._sync_epoch()
             rec = m.next_reconciliation()
             if rec is not None:
                 self._spawn(self._reconcile(rec))
@@ -116,32 +129,23 @@ class ModernConsumerActor(ConsumerActor):
         m = self.membership
         if m.state is MemberState.FENCED:
             log.info("%s: fenced (%s): its partitions are lost; rejoining", self.client_id, error.name)
-            self._sync_epoch()
             self._log(LOST, self.logged_owned)  # also those whose revocation is under way
-            await self._give_up(frozenset(self.parts), LOST)
+            await self._give_up(frozenset(self.positions), LOST)
             m.lost_done()
         elif m.state is MemberState.FATAL:
             log.error("%s: leaving the group loop: %s", self.client_id, m.fatal_error)
             self.error = m.fatal_error
-            self._sync_epoch()
             self.data.set()
         else:
             await asyncio.sleep(backoff.next_s())
-
-    def _sync_epoch(self) -> None:
-        """What offset commits carry: the member epoch while in the group, else -1."""
-        m = self.membership
-        self.member_id = m.member_id
-        self.generation = m.member_epoch if m.state in _IN_GROUP else -1
-        self.state = _STABLE if m.state in _IN_GROUP else _UNJOINED
 
     # ================================================================== reconciliation
 
     async def _reconcile(self, rec: Reconciliation) -> None:
         m = self.membership
         if rec.revoked:
-            revoked = rec.revoked & set(self.parts)
-            offsets = {tp: o for tp, o in self._consumed().items() if tp in revoked}
+            revoked = frozenset(tp for tp in rec.revoked if tp in self.positions)
+            offsets = {tp: o for tp, o in self.positions.consumed().items() if tp in revoked}
             self._drop(revoked)  # no fetch, no poll hands them out any more
             if self.s["enable_auto_commit"] and offsets:
                 await self._commit_quietly(offsets)
@@ -156,30 +160,23 @@ class ModernConsumerActor(ConsumerActor):
         self._log(ASSIGNED, rec.assigned)
         self._add(rec.assigned)
         m.reconciliation_done(rec)
-        self._sync_epoch()
         self._wake_group()  # the acknowledgement goes out at once
         following = m.next_reconciliation()  # the target moved meanwhile
         if following is not None:
             self._spawn(self._reconcile(following))
         await self._emit(ASSIGNED, rec.assigned, force=True)
 
-    async def _give_up(self, partitions, kind: str) -> None:
-        self._drop(partitions)
-        self._log(kind, partitions)
-        await self._emit(kind, partitions)
-
-    # ================================================================== leaving and offsets
+    # ================================================================== leaving
 
     async def _leave(self, reason: str) -> None:
         """Revoke (the facade ran the callbacks already) and send the leave heartbeat
         (epoch -1, or -2 for a static member, whose partitions wait for it)."""
         m = self.membership
         m.leave()
-        self._drop(set(self.parts))
+        self._drop(set(self.positions))
         self._log(REVOKED, self.logged_owned)
         m.leave_ready()
         request = m.heartbeat_request()
-        self._sync_epoch()
         if request is None:
             return
         try:
@@ -187,22 +184,3 @@ class ModernConsumerActor(ConsumerActor):
                              self.client_id, self.host, timeout_s=self.s["request_timeout_ms"] / 1000)
         except KafkaError as e:  # the session timeout will remove it instead
             log.info("%s: the leave heartbeat (%s) failed: %s", self.client_id, reason, e)
-
-    def _member_error(self, code: int) -> bool:
-        # A failed commit says nothing the heartbeat will not say: fencing is its business.
-        return code != 0
-
-    async def _commit(self, offsets: dict) -> None:
-        """A commit with a stale member epoch is sent again with the current one until the
-        request timeout, as Kafka's consumer does."""
-        deadline = time.monotonic() + self.s["request_timeout_ms"] / 1000
-        backoff = Backoff(self.s["retry_backoff_ms"])
-        while True:
-            try:
-                return await super()._commit(offsets)
-            except KafkaError as e:
-                if e.error is not Errors.STALE_MEMBER_EPOCH or time.monotonic() > deadline:
-                    if e.error is Errors.STALE_MEMBER_EPOCH:
-                        raise CommitFailedError(e.error, "the commit failed: the member epoch is stale") from e
-                    raise
-            await asyncio.sleep(backoff.next_s())
