@@ -31,11 +31,11 @@ from runtime.messages.share_state import (ReadShareGroupStateSummaryRequest, Rea
                                           ReadStateSummaryPartitionData)
 from runtime.hashing import partition_for
 from runtime.messages.share_group import DescribeGroupConfigRequest, ShareGroupDescribeRequest
-from runtime.messages.topics import FetchRequest, ListOffsetsRequest
+from runtime.messages.topics import READ_COMMITTED, READ_UNCOMMITTED, FetchRequest, ListOffsetsRequest
 from runtime.share.coordinator import state_partition_for
 from runtime.share.members import ShareMembers
 from runtime.share.partition import PendingShareWrite, SharePartition, SharePartitionState
-from runtime.topics.isolation import filter_aborted
+from runtime.share.reads import acquire_from_read, read_request
 
 from . import metrics, naming
 from .config import DEFAULTS
@@ -53,7 +53,6 @@ DEFAULT_MAX_RECORDS = 500  # a ShareFetch without max_records gets the consumer'
 WRITE_TIMEOUT_S = 30.0
 # The longest single long poll on the partition leader; a longer wait chains several.
 LEADER_POLL_MAX_MS = 5000
-READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
 class SharePartitionActor:
@@ -479,40 +478,23 @@ class SharePartitionActor:
 
     async def _read_and_acquire(self, sp: SharePartition, request: ShareFetchRequest, offset: int,
                                 max_records: int, deadline: float) -> tuple[tuple, tuple] | None:
-        isolation = READ_COMMITTED if sp.read_committed else READ_UNCOMMITTED
-        response = await self._call(self._leader, "fetch", FetchRequest(
-            self.topic, self.partition, offset, min(request.max_bytes, 64 << 20), 0, 1, isolation, max_records))
-        if response.error_code == Errors.OFFSET_OUT_OF_RANGE.code and offset < response.log_start_offset:
-            sp.update_log_start_offset(response.log_start_offset)
-            return None
-        _raise_for(response)
+        """One leader read for the member; what it means is runtime.share.reads'."""
+        read = read_request(sp, self.topic, self.partition, request.max_bytes, max_records)
+        response = await self._call(self._leader, "fetch", read)
         if sp is not self._sp:
             return None  # reloaded meanwhile
-        self._members.raise_unless_member(request.member_id)  # released while the read was under way
-        # The log start offset is taken up only when a read from below it is refused (above),
-        # as Kafka's ShareFetchUtils does: the start offset, and so the group's position, moves
-        # when Kafka's would.
-        self._high_watermark = response.last_stable_offset if isolation else response.high_watermark
-        size = sum(len(b.records) for b in response.batches)
-        if not response.batches or (size < request.min_bytes and time.monotonic() < deadline):
-            self._high_watermark = min(self._high_watermark, offset)  # wait for more from here
-            return None
-        aborted = ()
-        if isolation:
-            kept = {b.base_offset for b in filter_aborted(response.batches, response.aborted_transactions)}
-            aborted = [(b.base_offset, b.last_offset) for b in response.batches if b.base_offset not in kept]
-        got = sp.acquire(request.member_id, [(b.base_offset, b.last_offset) for b in response.batches],
-                         max_records, now_ms(), batch_size=request.batch_size or None,
-                         share_acquire_mode=request.share_acquire_mode, fetch_offset=offset,
-                         last_stable_offset=response.last_stable_offset if isolation else None, aborted=aborted)
-        if not got.count:
+        if response.error_code == 0:
+            self._members.raise_unless_member(request.member_id)  # released while the read was under way
+        got = acquire_from_read(sp, request.member_id, read, response, min_bytes=request.min_bytes,
+                                waiting=time.monotonic() < deadline, max_records=max_records,
+                                batch_size=request.batch_size or None,
+                                share_acquire_mode=request.share_acquire_mode, now_ms=now_ms())
+        if got.end is not None:
+            self._high_watermark = got.end
+        if not got.acquired:
             return None
         self._kick_timer()
-        first = got.acquired_records[0].first_offset
-        last = got.acquired_records[-1].last_offset
-        batches = tuple(b for b in response.batches
-                        if b.last_offset >= first and b.base_offset <= last and not b.is_control)
-        return got.acquired_records, batches
+        return got.acquired, got.batches
 
     async def _watch_leader(self, wait_s: float) -> None:
         """One long poll on the leader past the known high watermark (last stable offset under
