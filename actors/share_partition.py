@@ -40,6 +40,7 @@ from runtime.share.reads import acquire_from_read, read_request
 from . import metrics, naming
 from .config import DEFAULTS
 from .errors import RETRIABLE_COORDINATOR_ERRORS
+from .idle import IdleExpiry
 from .placement import current_node
 from .retry import ActorDirectory, Backoff
 from .shard_host import now_ms
@@ -85,11 +86,8 @@ class SharePartitionActor:
         self._high_watermark = -1  # of the last leader read; -1 before the first
         self._tasks: set[asyncio.Task] = set()
         self.metrics_name = f"{group_id}/{topic}-{partition}"  # the metrics' coordinator tag
-        self._idle_ms = int(config.get("group.share.partition.idle.ms", DEFAULTS["group.share.partition.idle.ms"]))
-        self._calls = 0  # calls under way (fetches, acknowledgements, releases)
-        self._last_call = time.monotonic()
-        self._idle_watch: asyncio.Task | None = None
-        self._exiting = False
+        self._idle = IdleExpiry(int(config.get("group.share.partition.idle.ms",
+                                               DEFAULTS["group.share.partition.idle.ms"])), self._busy, self._exit_idle)
 
     # ------------------------------------------------------------------ calling other actors
 
@@ -117,47 +115,22 @@ class SharePartitionActor:
 
     # ------------------------------------------------------------------ idle expiry
 
-    def _enter(self) -> None:
-        """A call that may change or read the state starts: the actor is not idle."""
-        if self._exiting:
-            # Exiting already: the caller sees the actor gone and finds the next one.
-            raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, "the share partition is going away idle")
-        self._calls += 1
-        self._last_call = time.monotonic()
-        if self._idle_watch is None and self._idle_ms > 0:
-            self._idle_watch = asyncio.get_running_loop().create_task(self._idle_loop())
-
-    def _leave(self) -> None:
-        self._calls -= 1
-        self._last_call = time.monotonic()
-
-    def _idle(self) -> bool:
-        """Nothing under way and nothing acquired: all the state is with the share coordinator."""
+    def _busy(self) -> bool:
+        """Work under way besides calls, or records acquired: not all the state is with the
+        share coordinator yet."""
         sp = self._sp
-        return (self._calls == 0 and not self._tasks and not self._reading
-                and (self._loading is None or self._loading.done())
-                and (self._watcher is None or self._watcher.done())
-                and (sp is None or sp.next_deadline() is None)
-                and time.monotonic() - self._last_call >= self._idle_ms / 1000)
-
-    async def _idle_loop(self) -> None:
-        idle_s = self._idle_ms / 1000
-        while True:
-            # Until idle_ms after the last call; while records stay acquired, look every second.
-            await asyncio.sleep(max(self._last_call + idle_s - time.monotonic(), min(idle_s, 1.0)))
-            if self._idle():
-                self._exit_idle()
-                return
+        return bool(self._tasks or self._reading
+                    or (self._loading is not None and not self._loading.done())
+                    or (self._watcher is not None and not self._watcher.done())
+                    or (sp is not None and sp.next_deadline() is not None))
 
     def _exit_idle(self) -> None:
         """Exit, writing nothing: the state is durable already, and acquisitions are not
-        persisted. Checked and done in one step of the event loop, so no call slips in. The
-        actor kills itself (never restarted) rather than calling exit_actor: Ray keeps the
+        persisted. The actor kills itself (never restarted) rather than calling exit_actor: Ray keeps the
         name of an actor that exited while its owner holds a handle, and the name must be
         free for the next one."""
-        self._exiting = True
         log.info("%s: idle for %d ms, exiting", naming.share_partition(self.group_id, self.topic, self.partition),
-                 self._idle_ms)
+                 self._idle.idle_ms)
         ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
 
     async def status(self) -> dict:
@@ -217,18 +190,14 @@ class SharePartitionActor:
         """The group coordinator started the share group's state here over under
         `state_epoch` (an offset alter, with the group empty): load it, unless this state is
         that new already. An actor going away idle loads nothing: its successor will."""
-        try:
-            self._enter()
-        except KafkaError:
+        if self._idle.exiting:
             return
-        try:
+        with self._idle.call():
             if self._loading is not None and not self._loading.done():
                 await asyncio.gather(asyncio.shield(self._loading), return_exceptions=True)
             if self._sp is not None and self._sp.state_epoch < state_epoch:
                 self._sp = None  # _active loads again
             await self._active()
-        finally:
-            self._leave()
 
     async def update_config(self, configs: dict) -> None:
         """The group's dynamic share.* configs changed (or are known for the first time);
@@ -359,11 +328,8 @@ class SharePartitionActor:
         return await self._persist(pending)
 
     async def share_acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
-        self._enter()
-        try:
+        with self._idle.call():
             return await self._share_acknowledge(request)
-        finally:
-            self._leave()
 
     async def _share_acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
         part = self._my_partition(request.topics)
@@ -387,17 +353,14 @@ class SharePartitionActor:
         """The member left or was fenced: what it holds is available again, and its later
         requests are refused until the group has it again. The error code."""
         self._members.release(member_id)
-        try:
-            self._enter()
-        except KafkaError as e:
-            return e.code
-        try:
-            sp = await self._active()
-            error = await self._persist(sp.release_member(member_id, now_ms()))
-        except KafkaError as e:
-            error = e
-        finally:
-            self._leave()
+        if self._idle.exiting:
+            return Errors.COORDINATOR_NOT_AVAILABLE.code
+        with self._idle.call():
+            try:
+                sp = await self._active()
+                error = await self._persist(sp.release_member(member_id, now_ms()))
+            except KafkaError as e:
+                error = e
         return error.code if error else 0
 
     # ------------------------------------------------------------------ fetching
@@ -415,11 +378,8 @@ class SharePartitionActor:
         if there are any, else when some arrive or come back, until max_wait_ms. A member the
         share group does not have is refused as a whole (UNKNOWN_MEMBER_ID), before anything
         is acknowledged or acquired; one released while its fetch waited gets it per partition."""
-        self._enter()
-        try:
+        with self._idle.call():
             return await self._share_fetch(request)
-        finally:
-            self._leave()
 
     async def _share_fetch(self, request: ShareFetchRequest) -> ShareFetchResponse:
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
