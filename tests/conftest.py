@@ -21,6 +21,14 @@ def init_session_ray():
     return ray
 
 
+def pytest_collection_modifyitems(config, items):
+    """A test that asks for Ray (through `ray_session` or a fixture built on it) carries the
+    `ray` marker, so `-m "not ray"` runs the pure suite."""
+    for item in items:
+        if "ray_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.ray)
+
+
 @pytest.fixture(scope="session")
 def ray_session():
     import ray
