@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from ..codec import Record
-from ..coordinator import CoordinatorContext, Result
+from ..coordinator import CoordinatorContext, CoordinatorShard, Result
 from ..errors import Errors, KafkaError, raise_if
 from ..hashing import partition_for
 from ..messages.share_state import (
@@ -81,7 +81,7 @@ def apply_update(state: ShareSnapshotValue | None, update: ShareUpdateValue) -> 
         state_batches=tuple(combine_state_batches(state.state_batches, update.state_batches, start)))
 
 
-class ShareCoordinatorShard:
+class ShareCoordinatorShard(CoordinatorShard):
     def __init__(self, context: CoordinatorContext) -> None:
         self.context = context
         self.snapshot_every = int(context.config.get(SNAPSHOT_UPDATE_RECORDS_PER_SNAPSHOT,

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 from ..codec import Record
-from ..coordinator import CoordinatorContext, Result
+from ..coordinator import CoordinatorContext, CoordinatorShard, Result
 from ..errors import Errors, KafkaError
 from ..messages.topics import (CreatableTopicResult, CreatePartitionsRequest, CreatePartitionsResponse,
                                CreatePartitionsTopicResult, CreateTopicsRequest, CreateTopicsResponse,
@@ -66,7 +66,7 @@ def validate_topic_configs(configs: dict) -> dict:
     return out
 
 
-class TopicMetadataShard:
+class TopicMetadataShard(CoordinatorShard):
     def __init__(self, context: CoordinatorContext) -> None:
         self.context = context
         self.topics: dict[str, TopicInfo] = {}

@@ -26,7 +26,7 @@ import re
 from typing import NamedTuple
 
 from ..codec import Record
-from ..coordinator import CoordinatorContext, Deferred, Result
+from ..coordinator import CoordinatorContext, CoordinatorShard, Deferred, Result
 from ..errors import Errors, KafkaError, raise_if
 from ..hashing import partition_for
 from ..messages.txn import (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnPartitionResult,
@@ -86,7 +86,7 @@ class TxnMarkers(NamedTuple):
 _PREPARE = (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT)
 
 
-class TransactionCoordinatorShard:
+class TransactionCoordinatorShard(CoordinatorShard):
     def __init__(self, context: CoordinatorContext) -> None:
         self.context = context
         config = {**DEFAULTS, **context.config}
