@@ -15,8 +15,10 @@ from typing import Any, Callable
 
 from runtime.coordinator import CoordinatorRuntime, CoordinatorState, LoadProgress, Result
 from runtime.log import FileLog, LogConfig
+from runtime.messages import error_response
 
 from . import metrics
+from .errors import to_kafka_error
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +189,15 @@ class ShardHost:
     async def _read(self, operation: Callable[[Any], Any]) -> Any:
         await self._start()
         return self.runtime.read(operation, now_ms())
+
+    async def _answer(self, request, operation: Callable, read: bool = False) -> Any:
+        """Serve `request` with a write operation (with `read`, a read one). The one place
+        where a host turns an error into a response: whatever the operation fails with
+        becomes the response Kafka gives `request` for it (runtime.messages.error_response)."""
+        try:
+            return await (self._read(operation) if read else self._write(operation))
+        except Exception as e:
+            return error_response(request, to_kafka_error(e))
 
     async def shutdown(self) -> None:
         """Unload: pending operations fail with NOT_COORDINATOR."""

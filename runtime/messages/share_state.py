@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..share.records import PersisterStateBatch
+from ..errors import KafkaError
+from .errors import answers_errors_of
 
 __all__ = [
     "PersisterStateBatch",
@@ -230,3 +232,28 @@ class ReadStateSummaryResult:
 @dataclass(frozen=True)
 class ReadShareGroupStateSummaryResponse:
     results: tuple[ReadStateSummaryResult, ...] = ()
+
+
+# ---------------------------------------------------------------------- whole-request errors (errors.py)
+
+def _per_partition(response: type, topic_result: type, partition_result: type):
+    """The builder of a share-state response that answers each partition of each topic."""
+    def build(request, error: KafkaError):
+        return response(tuple(
+            topic_result(t.topic_id, tuple(partition_result(p.partition, error_code=error.code,
+                                                            error_message=error.message) for p in t.partitions))
+            for t in request.topics))
+    return build
+
+
+for _request, _shape in {
+    InitializeShareGroupStateRequest: (InitializeShareGroupStateResponse, InitializeStateResult,
+                                       InitializeStatePartitionResult),
+    ReadShareGroupStateRequest: (ReadShareGroupStateResponse, ReadStateResult, ReadStatePartitionResult),
+    WriteShareGroupStateRequest: (WriteShareGroupStateResponse, WriteStateResult, WriteStatePartitionResult),
+    DeleteShareGroupStateRequest: (DeleteShareGroupStateResponse, DeleteStateResult, DeleteStatePartitionResult),
+    ReadShareGroupStateSummaryRequest: (ReadShareGroupStateSummaryResponse, ReadStateSummaryResult,
+                                        ReadStateSummaryPartitionResult),
+}.items():
+    answers_errors_of(_request)(_per_partition(*_shape))
+del _request, _shape
