@@ -37,7 +37,6 @@ from runtime.messages.share_state import (InitializeShareGroupStateRequest, Init
 from runtime.messages.topics import MetadataRequest
 from runtime.messages.txn import (TxnOffsetCommitRequest, TxnOffsetCommitResponse, WriteTxnMarkersRequest,
                                   WriteTxnMarkersResponse)
-from runtime.share.coordinator import state_partition_for
 from runtime.txn.coordinator import OFFSETS_TOPIC
 
 from . import naming
@@ -60,7 +59,7 @@ class GroupCoordinatorActor(ShardHost):
         self._namespace = config.get(naming.NAMESPACE_KEY, naming.DEFAULT_NAMESPACE)
         self._metadata_max_age_s = int(config.get("metadata.max.age.ms", METADATA_MAX_AGE_MS)) / 1000
         self._topics_task: asyncio.Task | None = None
-        self._share_state_partitions = int(config.get("share.coordinator.state.topic.num.partitions", 1))
+        self._config = config
         self._share_inits: set[asyncio.Task] = set()  # share-state initialisations under way
         self._topics_wanted: asyncio.Event | None = None
         # Reads of the controller are numbered as they start; a later read never sees older
@@ -171,17 +170,18 @@ class GroupCoordinatorActor(ShardHost):
         """Have the share coordinators initialise newly subscribed partitions (state epoch =
         the group epoch, start offset -1), then tell the shard which succeeded; the shard
         asks again after group.share.initialize.retry.interval.ms for the rest."""
-        by_coordinator: dict[int, list[int]] = {}
+        by_coordinator: dict[str, list[int]] = {}
         for p in pending.partitions:
-            by_coordinator.setdefault(state_partition_for(pending.group_id, pending.topic_id, p,
-                                                          self._share_state_partitions), []).append(p)
+            key = naming.share_coordinator_key(pending.group_id, pending.topic_id, p)
+            by_coordinator.setdefault(naming.find_coordinator(naming.CoordinatorType.SHARE, key, self._config),
+                                      []).append(p)
         done, failed = [], []
         for coordinator, partitions in by_coordinator.items():
             request = InitializeShareGroupStateRequest(pending.group_id, (InitializeStateData(pending.topic_id, tuple(
                 InitializeStatePartitionData(p, pending.group_epoch, -1) for p in partitions)),))
             try:
-                response = await call_async(lambda c=coordinator: ray.get_actor(
-                    naming.share_coordinator(c), namespace=self._namespace), "initialize_share_group_state", request)
+                response = await call_async(lambda c=coordinator: ray.get_actor(c, namespace=self._namespace),
+                                            "initialize_share_group_state", request)
                 results = [r for t in response.results for r in t.partitions]
             except KafkaError as e:
                 log.info("%s: initialising share state of %s failed: %s", self.runtime.name, pending.group_id, e)

@@ -30,7 +30,6 @@ import time
 import ray
 
 from runtime.errors import Errors, KafkaError
-from runtime.hashing import partition_for
 from runtime.log import LogWriteError
 from runtime.messages.topics import (FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
                                      ProduceRequest, ProduceResponse)
@@ -201,8 +200,7 @@ class PartitionLeaderActor:
             raise KafkaError(Errors.INVALID_REQUEST, "a transactional batch needs its transactional id")
         if self._actors is None:
             self._actors = ActorDirectory(self._config.get(naming.NAMESPACE_KEY) or ray.get_runtime_context().namespace)
-        name = naming.transaction_coordinator(partition_for(
-            request.transactional_id, int(self._config.get("transaction.state.log.num.partitions", 50))))
+        name = naming.find_coordinator(naming.CoordinatorType.TRANSACTION, request.transactional_id, self._config)
         ask = AddPartitionsToTxnRequest((AddPartitionsToTxnTransaction(
             request.transactional_id, request.producer_id, request.producer_epoch, True,
             (AddPartitionsToTxnTopic(self.topic, (self.partition,)),)),))

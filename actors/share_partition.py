@@ -23,10 +23,8 @@ from runtime.messages.share import (AcknowledgementBatch, ShareAcknowledgeReques
                                     ShareFetchResponsePartition)
 from runtime.messages.share_state import (ReadShareGroupStateSummaryRequest, ReadStateSummaryData,
                                           ReadStateSummaryPartitionData)
-from runtime.hashing import partition_for
 from runtime.messages.share_group import DescribeGroupConfigRequest, ShareGroupDescribeRequest
 from runtime.messages.topics import FetchRequest, ListOffsetsRequest
-from runtime.share.coordinator import state_partition_for
 from runtime.share.members import ShareMembers
 from runtime.share.partition import PendingShareWrite, SharePartition, SharePartitionState
 from runtime.topics.isolation import filter_aborted
@@ -59,11 +57,10 @@ class SharePartitionActor:
         self.config = dict(config)
         self._base_config: dict | None = None  # the cluster's config, under the group's own
         self._group_configs: dict = {}
-        self._coordinator = naming.share_coordinator(state_partition_for(
-            group_id, topic_id, partition, int(config["share.coordinator.state.topic.num.partitions"])))
+        self._coordinator = naming.find_coordinator(
+            naming.CoordinatorType.SHARE, naming.share_coordinator_key(group_id, topic_id, partition), config)
         self._leader = naming.partition_leader(topic, partition)
-        self._group_coordinator = naming.group_coordinator(
-            partition_for(group_id, int(config.get("offsets.topic.num.partitions", 1))))
+        self._group_coordinator = naming.find_coordinator(naming.CoordinatorType.GROUP, group_id, config)
         # The group's members, as the group coordinator last listed them; kept across reloads.
         self._members = ShareMembers(group_id)
         self._listing: asyncio.Task | None = None

@@ -42,7 +42,7 @@ from .records import (
     share_snapshot_record, share_state_tombstones, share_update_record,
 )
 
-__all__ = ["ShareCoordinatorShard", "state_partition_for", "apply_update",
+__all__ = ["ShareCoordinatorShard", "share_coordinator_key", "state_partition_for", "apply_update",
            "SNAPSHOT_UPDATE_RECORDS_PER_SNAPSHOT", "STATE_TOPIC_NUM_PARTITIONS",
            "UNINITIALIZED_START_OFFSET", "UNINITIALIZED_DELIVERY_COMPLETE_COUNT"]
 
@@ -58,10 +58,15 @@ _DELIVERY_STATES = frozenset(int(s) for s in RecordState)
 Key = tuple[str, str, int]  # (group id, topic id, partition)
 
 
+def share_coordinator_key(group_id: str, topic_id: str, partition: int) -> str:
+    """The key a share partition's state is found by (Kafka's SharePartitionKey
+    asCoordinatorKey), hashed as a group id is."""
+    return f"{group_id}:{topic_id}:{partition}"
+
+
 def state_partition_for(group_id: str, topic_id: str, partition: int, num_partitions: int) -> int:
-    """The share-group state partition that owns a share partition (Kafka hashes the
-    coordinator key "group:topic:partition" as it hashes a group id)."""
-    return partition_for(f"{group_id}:{topic_id}:{partition}", num_partitions)
+    """The share-group state partition that owns a share partition."""
+    return partition_for(share_coordinator_key(group_id, topic_id, partition), num_partitions)
 
 
 def apply_update(state: ShareSnapshotValue | None, update: ShareUpdateValue) -> ShareSnapshotValue:
