@@ -6,11 +6,12 @@ import uuid
 from runtime.messages.topics import (CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
                                      CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, MetadataRequest,
                                      MetadataResponse)
+from runtime.topics.internal import CLUSTER_METADATA_TOPIC, log_name
 from runtime.topics.metadata import TopicMetadataShard
 
 from .shard_host import ShardHost
 
-METADATA_LOG = "__cluster_metadata-0"
+METADATA_LOG = log_name(CLUSTER_METADATA_TOPIC, 0)
 
 
 class ControllerActor(ShardHost):

@@ -37,7 +37,7 @@ from runtime.messages.share_state import (InitializeShareGroupStateRequest, Init
 from runtime.messages.topics import MetadataRequest
 from runtime.messages.txn import (TxnOffsetCommitRequest, TxnOffsetCommitResponse, WriteTxnMarkersRequest,
                                   WriteTxnMarkersResponse)
-from runtime.txn.coordinator import OFFSETS_TOPIC
+from runtime.topics.internal import OFFSETS_TOPIC, log_name
 
 from . import naming
 from .retry import call_async
@@ -50,7 +50,7 @@ METADATA_MAX_AGE_MS = 30000
 
 
 def offsets_log_name(partition: int) -> str:
-    return f"__consumer_offsets-{partition}"
+    return log_name(OFFSETS_TOPIC, partition)
 
 
 class GroupCoordinatorActor(ShardHost):

@@ -35,6 +35,7 @@ from runtime.messages.topics import (FetchRequest, FetchResponse, ListOffsetsReq
                                      ProduceRequest, ProduceResponse)
 from runtime.messages.txn import (AddPartitionsToTxnRequest, AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
                                   WriteTxnMarkersRequest, WriteTxnMarkersResponse)
+from runtime.topics.internal import log_name
 from runtime.topics.partition import PartitionLog
 
 from . import naming
@@ -55,7 +56,7 @@ class PartitionLeaderActor:
     def __init__(self, data_dir: str, topic: str, partition: int, topic_configs: dict, config: dict) -> None:
         self.topic = topic
         self.partition = partition
-        self._dir = os.path.join(data_dir, f"{topic}-{partition}")
+        self._dir = os.path.join(data_dir, log_name(topic, partition))
         self._topic_configs = dict(topic_configs)
         self._config = dict(config)
         self._plog: PartitionLog | None = None

@@ -11,6 +11,7 @@ from runtime.messages.share_state import (
     WriteShareGroupStateResponse,
 )
 from runtime.share.coordinator import ShareCoordinatorShard
+from runtime.topics.internal import SHARE_GROUP_STATE_TOPIC, log_name
 
 from .shard_host import ShardHost
 
@@ -18,7 +19,7 @@ __all__ = ["ShareCoordinatorActor", "share_state_log_name"]
 
 
 def share_state_log_name(partition: int) -> str:
-    return f"__share_group_state-{partition}"
+    return log_name(SHARE_GROUP_STATE_TOPIC, partition)
 
 
 class ShareCoordinatorActor(ShardHost):

@@ -20,7 +20,8 @@ from runtime.messages.txn import (AddOffsetsToTxnRequest, AddOffsetsToTxnRespons
                                   AddPartitionsToTxnResponse, DescribeTransactionsRequest, DescribeTransactionsResponse,
                                   EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse,
                                   ListTransactionsRequest, ListTransactionsResponse, WriteTxnMarkersRequest)
-from runtime.txn.coordinator import OFFSETS_TOPIC, TransactionCoordinatorShard, TxnMarkers
+from runtime.topics.internal import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, log_name
+from runtime.txn.coordinator import TransactionCoordinatorShard, TxnMarkers
 
 from . import naming
 from .errors import to_kafka_error
@@ -39,7 +40,7 @@ class TransactionCoordinatorActor(ShardHost):
         # Kafka's transaction coordinator appends at once (no linger): its clients block on
         # every answer, and EndTxn waits for two appends.
         config = {**config, "append.linger.ms": config.get("transaction.state.log.append.linger.ms", 0)}
-        super().__init__(f"__transaction_state-{partition}", partition, TransactionCoordinatorShard, data_dir,
+        super().__init__(log_name(TRANSACTION_STATE_TOPIC, partition), partition, TransactionCoordinatorShard, data_dir,
                          config, segment_bytes_key="transaction.state.log.segment.bytes")
         self._namespace = config.get(naming.NAMESPACE_KEY) or ray.get_runtime_context().namespace
         self._marker_timeout_s = int(config.get("request.timeout.ms", 30000)) / 1000

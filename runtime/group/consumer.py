@@ -28,6 +28,7 @@ from ..messages.consumer import (
     ConsumerGroupDescribeResponseTopicPartitions, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
     ConsumerGroupHeartbeatResponseAssignment, ConsumerGroupHeartbeatResponseTopicPartitions,
 )
+from ..topics.internal import is_internal
 from . import records as R
 from .consumer_classic import ClassicMembers, classic_join_timeout_key, classic_sync_timeout_key
 from .consumer_group import ConsumerGroup, ConsumerGroupMember, ConsumerGroupState
@@ -346,7 +347,7 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
     def _resolve(self, regex: str) -> frozenset[str]:
         pattern = self._pattern(regex)
         # internal topics are never matched, as in Kafka
-        return frozenset(t for t in self.topics if not t.startswith("__") and pattern.fullmatch(t))
+        return frozenset(t for t in self.topics if not is_internal(t) and pattern.fullmatch(t))
 
     def _assign(self, group: ConsumerGroup, group_epoch: int, members: dict, previous, updated,
                 resolved: dict, inherit: dict, records: list) -> dict:

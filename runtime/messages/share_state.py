@@ -19,7 +19,7 @@ from ..errors import KafkaError
 from .errors import answers_errors_of
 
 __all__ = [
-    "PersisterStateBatch",
+    "PersisterStateBatch", "UNINITIALIZED_START_OFFSET", "UNINITIALIZED_DELIVERY_COMPLETE_COUNT",
     "InitializeShareGroupStateRequest", "InitializeStateData", "InitializeStatePartitionData",
     "InitializeShareGroupStateResponse", "InitializeStateResult", "InitializeStatePartitionResult",
     "ReadShareGroupStateRequest", "ReadStateData", "ReadStatePartitionData",
@@ -31,6 +31,11 @@ __all__ = [
     "ReadShareGroupStateSummaryRequest", "ReadStateSummaryData", "ReadStateSummaryPartitionData",
     "ReadShareGroupStateSummaryResponse", "ReadStateSummaryResult", "ReadStateSummaryPartitionResult",
 ]
+
+# What the share coordinator reports for a share partition whose state never had a start
+# offset (or delivery-complete count) written (Kafka's PartitionFactory).
+UNINITIALIZED_START_OFFSET = -1
+UNINITIALIZED_DELIVERY_COMPLETE_COUNT = -1
 
 
 # ---- InitializeShareGroupState (API key 83) ----
@@ -98,7 +103,7 @@ class ReadStatePartitionResult:
     error_code: int = 0
     error_message: str | None = None
     state_epoch: int = 0
-    start_offset: int = 0  # -1 when the share partition was never initialised with one
+    start_offset: int = 0  # UNINITIALIZED_START_OFFSET: the share partition was never initialised with one
     state_batches: tuple[PersisterStateBatch, ...] = ()
 
 

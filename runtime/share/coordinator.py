@@ -29,6 +29,7 @@ from ..coordinator import CoordinatorContext, CoordinatorShard, Result
 from ..errors import Errors, KafkaError, raise_if
 from ..hashing import partition_for
 from ..messages.share_state import (
+    UNINITIALIZED_DELIVERY_COMPLETE_COUNT, UNINITIALIZED_START_OFFSET,
     DeleteShareGroupStateRequest, DeleteShareGroupStateResponse, DeleteStatePartitionResult, DeleteStateResult,
     InitializeShareGroupStateRequest, InitializeShareGroupStateResponse, InitializeStatePartitionResult,
     InitializeStateResult, ReadShareGroupStateRequest, ReadShareGroupStateResponse,
@@ -50,8 +51,6 @@ SNAPSHOT_UPDATE_RECORDS_PER_SNAPSHOT = "share.coordinator.snapshot.update.record
 STATE_TOPIC_NUM_PARTITIONS = "share.coordinator.state.topic.num.partitions"
 DEFAULTS = {SNAPSHOT_UPDATE_RECORDS_PER_SNAPSHOT: 500, STATE_TOPIC_NUM_PARTITIONS: 50}
 
-UNINITIALIZED_START_OFFSET = -1
-UNINITIALIZED_DELIVERY_COMPLETE_COUNT = -1
 _MAX_DELIVERY_COUNT = 32767  # an int16 on the wire
 _DELIVERY_STATES = frozenset(int(s) for s in RecordState)
 

@@ -37,6 +37,7 @@ from ..messages.txn import (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, Add
                             InitProducerIdRequest, InitProducerIdResponse, ListTransactionsRequest,
                             ListTransactionsResponse, ListTransactionsTransactionState, WritableTxnMarker,
                             WritableTxnMarkerTopic, WriteTxnMarkersRequest)
+from ..topics.internal import OFFSETS_TOPIC
 from .records import (ProducerIdBlockKey, TransactionLogKey, producer_id_block_record, transaction_log_record,
                       transaction_log_tombstone)
 from .state import (MAX_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TV_2, TransactionMetadata, TransactionState,
@@ -46,7 +47,6 @@ __all__ = ["TransactionCoordinatorShard", "TxnMarkers", "PRODUCER_ID_BLOCK_SIZE"
 
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 MAX_RETRY_EPOCH = MAX_EPOCH - 1  # the last epoch a client sees before its producer id rotates
-OFFSETS_TOPIC = "__consumer_offsets"
 
 DEFAULTS = {
     "transaction.max.timeout.ms": 900000,
