@@ -43,7 +43,6 @@ from .modern import (
     updated_member_fields,
 )
 from .reconcile import MemberState, reconcile
-from .registry import find_group
 
 __all__ = ["ConsumerGroupState", "ConsumerGroupMember", "ConsumerGroup", "ConsumerGroupManager"]
 
@@ -117,9 +116,6 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
                 self._schedule_session_timeout(group.group_id, member.member_id, now_ms)
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_rebalance_timeout(group.group_id, member, now_ms)
-
-    def _group(self, group_id: str) -> ConsumerGroup | None:
-        return find_group(self.groups, group_id, "consumer", Errors.GROUP_ID_NOT_FOUND)
 
     # ================================================================== validation
 
@@ -371,7 +367,7 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
         for good (epoch -1) or for a while (epoch -2)."""
         if request.instance_id is None:
             return super()._leave(request, now_ms)
-        group = self._existing_group(request.group_id)
+        group = self._group_or_raise(request.group_id)
         member_id, epoch = request.member_id, request.member_epoch
         response = self._leave_response(request)
         member = group.static_member(request.instance_id)

@@ -328,17 +328,19 @@ class ModernGroupManager:
 
     def _leave(self, request, now_ms: int) -> Result:
         """A dynamic member's leave (epoch -1): it is fenced at once."""
-        group = self._existing_group(request.group_id)
+        group = self._group_or_raise(request.group_id)
         member = self._member_or_raise(group, request.member_id)
         return self._fence(group, member, now_ms, self._leave_response(request))
 
-    def _existing_group(self, group_id: str):
-        group = self._live_group(group_id)
+    def _group_or_raise(self, group_id: str, create: bool = False):
+        """Kafka's getOrMaybeCreate*Group: the group, or with `create` a new one (replaying
+        the operation's records adds it to `groups`); GROUP_ID_NOT_FOUND if there is none, or
+        if the id is another type's (that group keeps it)."""
+        group, kind = self.groups.get(group_id), self.group_class.type
         if group is None:
-            other = self.groups.get(group_id)
-            message = (f"group {group_id} is a {other.type} group, not a {self.group_class.type} group"
-                       if other is not None else f"{self.group_class.type} group {group_id} not found")
-            raise KafkaError(Errors.GROUP_ID_NOT_FOUND, message)
+            raise_if(not create, Errors.GROUP_ID_NOT_FOUND, f"{kind.capitalize()} group {group_id} not found.")
+            return self.group_class(group_id)
+        raise_if(group.type != kind, Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a {kind} group.")
         return group
 
     def _leave_response(self, request):

@@ -258,15 +258,6 @@ class ShareGroupManager(ModernGroupManager):
     def _share_groups(self):
         return [g for _, g in sorted(self.groups.items()) if g.type == "share"]
 
-    def _group(self, group_id: str, create: bool) -> ShareGroup | None:
-        """Kafka's getOrMaybeCreateShareGroup: a group of another type keeps its id."""
-        group = self.groups.get(group_id)
-        if group is None:
-            raise_if(not create, Errors.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
-            return ShareGroup(group_id)  # replaying the heartbeat's records adds it
-        raise_if(group.type != "share", Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
-        return group
-
     # ================================================================== ShareGroupHeartbeat
 
     @staticmethod
@@ -295,7 +286,7 @@ class ShareGroupManager(ModernGroupManager):
 
     def _heartbeat(self, request, now_ms: int, new_member_id: str, client_id: str, client_host: str) -> Result:
         group_id, epoch = request.group_id, request.member_epoch
-        group = self._group(group_id, create=epoch == 0)
+        group = self._group_or_raise(group_id, create=epoch == 0)
         member_id = request.member_id or new_member_id
         self._raise_if_full(group, member_id)
         if epoch != 0:
@@ -444,7 +435,7 @@ class ShareGroupManager(ModernGroupManager):
 
     def _initializing(self, group_id: str, topic_id: str, partitions):
         """The group, its initialising entry for the topic, and which of `partitions` it holds."""
-        group = self._group(group_id, create=False)
+        group = self._group_or_raise(group_id)
         entry = group.initializing.get(topic_id)
         return group, entry, sorted(frozenset(partitions) & entry[1]) if entry is not None else []
 
@@ -452,7 +443,7 @@ class ShareGroupManager(ModernGroupManager):
         """(topic id, topic name, partitions) of every partition the share coordinator may
         hold state of for the group (initialised or initialising): what to delete there
         before deleting the group."""
-        group = self._group(group_id, create=False)
+        group = self._group_or_raise(group_id)
         topics: TopicStates = {}
         for states in (group.initialized, group.initializing):
             for tid, (name, ps, _) in states.items():
