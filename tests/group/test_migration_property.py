@@ -85,6 +85,7 @@ class ClassicClient:
         self.last_assignment: set = set(owned)
         self.generation = generation
         self.need_join = generation < 0
+        self.unknown = False  # told UNKNOWN_MEMBER_ID: it joins again without a member id, as Kafka's clients do
 
     def protocols(self) -> tuple:
         claimed = self.owned if self.cooperative else self.last_assignment
@@ -110,17 +111,22 @@ class ClassicClient:
             return
         if not self.cooperative:
             self.owned = set()  # eager: revoke everything first
-        join = JoinGroupRequest(G, SESSION_MS, self.member_id, "consumer", self.protocols(), REBALANCE_MS)
-        pending = h.write(lambda s, now: s.join_group(join, now, self.member_id))
-        assert pending.done  # a consumer group answers at once
+        join = JoinGroupRequest(G, SESSION_MS, "" if self.unknown else self.member_id, "consumer", self.protocols(),
+                                REBALANCE_MS)
         try:
+            # a validator's error (the group is gone: UNKNOWN_MEMBER_ID) comes from the write itself
+            pending = h.write(lambda s, now: s.join_group(join, now, self.member_id))
+            assert pending.done  # a consumer group answers at once
             joined = pending.result()
         except KafkaError as e:
             assert e.error in (Errors.UNKNOWN_MEMBER_ID, Errors.GROUP_MAX_SIZE_REACHED), e
+            self.unknown = e.error is Errors.UNKNOWN_MEMBER_ID
             self.lose()
             return
         if joined.error_code:
             assert joined.error_code in (Errors.MEMBER_ID_REQUIRED.code, Errors.REBALANCE_IN_PROGRESS.code), joined
+            if joined.error_code == Errors.MEMBER_ID_REQUIRED.code:
+                self.unknown = False  # the id it was given is its own (the harness gives it the same)
             return
         self.generation = joined.generation_id
         sync = SyncGroupRequest(G, self.generation, self.member_id, None, "consumer", joined.protocol_name, ())
