@@ -175,7 +175,7 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
             member = group.members.get(member_id)
             if epoch != 0:
                 member = self._member_or_raise(group, member_id)
-                raise_if_epoch_invalid(member, epoch, _is_subset(owned, member.assigned_partitions))
+                raise_if_epoch_invalid(member, epoch, lambda: _is_subset(owned, member.assigned_partitions))
             return member, None
         existing = group.static_member(instance_id)
         if epoch == 0:
@@ -191,7 +191,7 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
         raise_if(existing is None, Errors.UNKNOWN_MEMBER_ID, f"instance id {instance_id} is unknown")
         raise_if(existing.member_id != member_id, Errors.FENCED_INSTANCE_ID,
                  f"static member {member_id} with instance id {instance_id} was fenced by {existing.member_id}")
-        raise_if_epoch_invalid(existing, epoch, _is_subset(owned, existing.assigned_partitions))
+        raise_if_epoch_invalid(existing, epoch, lambda: _is_subset(owned, existing.assigned_partitions))
         return existing, None
 
     def _heartbeat(self, request, now_ms: int, new_member_id: str, client_id: str, client_host: str) -> Result:

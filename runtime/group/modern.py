@@ -263,13 +263,11 @@ class ModernGroupManager:
     def _group_config(self, group_id: str, name: str, default: int) -> int:
         """The group's value of `<type>.<name>` (a dynamic group config), or `default`, the
         broker's."""
-        name = f"{self.group_class.type}.{name}"
-        if self.group_configs is None or name not in self.group_configs.configs.get(group_id, ()):
+        overrides = self.group_configs.configs.get(group_id) if self.group_configs is not None else None
+        if not overrides:  # the common case, on every heartbeat
             return default
-        return self.group_configs.value(group_id, name)
-
-    def _session_timeout_ms(self, group_id: str) -> int:
-        return self._group_config(group_id, "session.timeout.ms", self.config.session_timeout_ms)
+        name = f"{self.group_class.type}.{name}"
+        return overrides[name] if name in overrides else default
 
     def _heartbeat_interval_ms(self, group_id: str) -> int:
         return self._group_config(group_id, "heartbeat.interval.ms", self.config.heartbeat_interval_ms)
@@ -287,15 +285,17 @@ class ModernGroupManager:
 
     def _raise_if_full(self, group, member_id: str) -> None:
         """A member the group does not have yet may not join a group at group.*.max.size."""
+        # (`if`, not raise_if: the message is built only when raised, and this runs on every heartbeat)
         max_size = self.config.max_size
-        raise_if(member_id not in group.members and len(group.members) >= max_size, Errors.GROUP_MAX_SIZE_REACHED,
-                 f"The {group.type} group has reached its maximum capacity of {max_size} members.")
+        if len(group.members) >= max_size and member_id not in group.members:
+            raise KafkaError(Errors.GROUP_MAX_SIZE_REACHED,
+                             f"The {group.type} group has reached its maximum capacity of {max_size} members.")
 
     @staticmethod
     def _member_or_raise(group, member_id: str):
         member = group.members.get(member_id)
-        raise_if(member is None, Errors.UNKNOWN_MEMBER_ID,
-                 f"Member {member_id} is not a member of group {group.group_id}.")
+        if member is None:
+            raise KafkaError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}.")
         return member
 
     # ------------------------------------------------------------------ timers
@@ -316,7 +316,7 @@ class ModernGroupManager:
         """`timeout_ms`: the member's own (a classic member's, from its JoinGroup); the
         group's session timeout otherwise."""
         if timeout_ms is None:
-            timeout_ms = self._session_timeout_ms(group_id)
+            timeout_ms = self._group_config(group_id, "session.timeout.ms", self.config.session_timeout_ms)
         self.timer.schedule(session_timeout_key(group_id, member_id), now_ms + timeout_ms,
                             self._fence_on_timeout(group_id, member_id))
 
@@ -528,15 +528,16 @@ def assignment_message(assignment: Mapping, assignment_class: type, topic_partit
     return assignment_class(tuple(topic_partitions_class(t, tuple(sorted(ps))) for t, ps in sorted(assignment.items())))
 
 
-def raise_if_epoch_invalid(member, epoch: int, owns_no_more: bool = True) -> None:
+def raise_if_epoch_invalid(member, epoch: int, owns_no_more: Callable[[], bool] | None = None) -> None:
     """A member heartbeats with its current epoch, or with the one before it when the
-    response that bumped it was lost (and, for a consumer, `owns_no_more` than its
+    response that bumped it was lost (and, for a consumer, `owns_no_more()` than its
     assignment); any other epoch fences it (Kafka's throwIf*MemberEpochIsInvalid)."""
     if epoch > member.member_epoch:
         raise KafkaError(Errors.FENCED_MEMBER_EPOCH,
                          f"the member has a greater member epoch ({epoch}) than the one known by the group "
                          f"coordinator ({member.member_epoch}); it must abandon all its partitions and rejoin")
-    if epoch < member.member_epoch and (epoch != member.previous_member_epoch or not owns_no_more):
+    if epoch < member.member_epoch and (epoch != member.previous_member_epoch
+                                        or (owns_no_more is not None and not owns_no_more())):
         raise KafkaError(Errors.FENCED_MEMBER_EPOCH,
                          f"the member has a smaller member epoch ({epoch}) than the one known by the group "
                          f"coordinator ({member.member_epoch}); it must abandon all its partitions and rejoin")
