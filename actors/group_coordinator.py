@@ -40,7 +40,7 @@ from runtime.messages.txn import (TxnOffsetCommitRequest, TxnOffsetCommitRespons
 from runtime.topics.internal import OFFSETS_TOPIC, log_name
 
 from . import naming
-from .retry import call_async
+from .retry import ActorDirectory
 from .shard_host import ShardHost, now_ms
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,7 @@ class GroupCoordinatorActor(ShardHost):
         self._metadata_max_age_s = int(config.get("metadata.max.age.ms", METADATA_MAX_AGE_MS)) / 1000
         self._topics_task: asyncio.Task | None = None
         self._config = config
+        self._actors = ActorDirectory(self._namespace)
         self._share_inits: set[asyncio.Task] = set()  # share-state initialisations under way
         self._topics_wanted: asyncio.Event | None = None
         # Reads of the controller are numbered as they start; a later read never sees older
@@ -180,8 +181,7 @@ class GroupCoordinatorActor(ShardHost):
             request = InitializeShareGroupStateRequest(pending.group_id, (InitializeStateData(pending.topic_id, tuple(
                 InitializeStatePartitionData(p, pending.group_epoch, -1) for p in partitions)),))
             try:
-                response = await call_async(lambda c=coordinator: ray.get_actor(c, namespace=self._namespace),
-                                            "initialize_share_group_state", request)
+                response = await self._actors.call_async(coordinator, "initialize_share_group_state", request)
                 results = [r for t in response.results for r in t.partitions]
             except KafkaError as e:
                 log.info("%s: initialising share state of %s failed: %s", self.runtime.name, pending.group_id, e)
@@ -283,8 +283,7 @@ class GroupCoordinatorActor(ShardHost):
     async def _refresh_topics(self) -> None:
         self._metadata_reads += 1
         read = self._metadata_reads
-        response = await call_async(lambda: ray.get_actor(naming.CONTROLLER, namespace=self._namespace),
-                                    "metadata", MetadataRequest(None))
+        response = await self._actors.call_async(naming.CONTROLLER, "metadata", MetadataRequest(None))
         if read < self._metadata_applied:
             return
         self._metadata_applied = read
