@@ -1,10 +1,12 @@
 """Calling actors the way Kafka clients call brokers: retriable failures (actor death or
 restart, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, and the
 response's own retriable error codes, or its partitions' ones) are retried with exponential
-backoff until a deadline. `Retry` decides; `call` and `call_async` are its two loops."""
+backoff until a deadline. `Retry` decides around each attempt; `call` and `call_async` are
+only its two loops, one that blocks and one that awaits."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import threading
 import time
@@ -41,13 +43,32 @@ class Retry:
     error is retriable; at the deadline it ends in REQUEST_TIMED_OUT."""
 
     def __init__(self, method: str, timeout_s: float, retry_on: frozenset = RETRIABLE_COORDINATOR_ERRORS,
-                 per_partition: bool = False, backoff: Backoff | None = None) -> None:
+                 per_partition: bool = False, backoff: Backoff | None = None,
+                 on_failure: Callable[[], None] | None = None) -> None:
         self.method = method
         self.timeout_s = timeout_s
         self.retry_on = retry_on
         self.per_partition = per_partition
         self.deadline = time.monotonic() + timeout_s
         self.backoff = backoff or Backoff()
+        self.on_failure = on_failure
+        self.response: Any = None
+        self.pause: float | None = None
+
+    @contextlib.contextmanager
+    def attempt(self) -> Iterator["Retry"]:
+        """Around one send, which puts its answer in `response`. Afterwards `pause` is None
+        when the call is over (its answer is `response`), else the seconds to wait before
+        sending again; a failure that ends the call comes out of here as a KafkaError."""
+        self.response, self.pause = None, None
+        try:
+            yield self
+        except Exception as e:
+            if self.on_failure is not None:
+                self.on_failure()
+            self.pause = self.after_failure(e)
+        else:
+            self.pause = self.after_response(self.response)
 
     def remaining_s(self) -> float:
         """How long the next attempt may wait for its answer."""
@@ -108,38 +129,26 @@ def call(get_handle: Callable[[], Any], method: str, *args, timeout_s: float = 3
          per_partition: bool = False) -> Any:
     """Blocking call with retries (see Retry). ``get_handle`` may look the actor up again
     after ``on_failure`` dropped a cached handle."""
-    retry = Retry(method, timeout_s, retry_on, per_partition)
+    retry = Retry(method, timeout_s, retry_on, per_partition, on_failure=on_failure)
     while True:
-        try:
-            response = ray.get(getattr(get_handle(), method).remote(*args), timeout=retry.remaining_s())
-        except Exception as e:
-            if on_failure is not None:
-                on_failure()
-            pause = retry.after_failure(e)
-        else:
-            pause = retry.after_response(response)
-            if pause is None:
-                return response
-        time.sleep(pause)
+        with retry.attempt():
+            retry.response = ray.get(getattr(get_handle(), method).remote(*args), timeout=retry.remaining_s())
+        if retry.pause is None:
+            return retry.response
+        time.sleep(retry.pause)
 
 
 async def call_async(get_handle: Callable[[], Any], method: str, *args, timeout_s: float = 30.0,
                      on_failure: Callable[[], None] | None = None,
                      retry_on: frozenset = RETRIABLE_COORDINATOR_ERRORS, per_partition: bool = False) -> Any:
     """The same, for callers inside async actors."""
-    retry = Retry(method, timeout_s, retry_on, per_partition)
+    retry = Retry(method, timeout_s, retry_on, per_partition, on_failure=on_failure)
     while True:
-        try:
-            response = await asyncio.wait_for(getattr(get_handle(), method).remote(*args), retry.remaining_s())
-        except Exception as e:
-            if on_failure is not None:
-                on_failure()
-            pause = retry.after_failure(e)
-        else:
-            pause = retry.after_response(response)
-            if pause is None:
-                return response
-        await asyncio.sleep(pause)
+        with retry.attempt():
+            retry.response = await asyncio.wait_for(getattr(get_handle(), method).remote(*args), retry.remaining_s())
+        if retry.pause is None:
+            return retry.response
+        await asyncio.sleep(retry.pause)
 
 
 class ActorDirectory:

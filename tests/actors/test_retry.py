@@ -83,3 +83,10 @@ def test_call_async_without_per_partition_returns_partition_errors_as_they_are()
     handle = Handle(write_response(LOADING))
     assert asyncio.run(call_async(lambda: handle, "write_share_group_state", None)) == write_response(LOADING)
     assert handle.calls == 1
+
+
+def test_call_async_raises_a_failure_retrying_cannot_help_after_one_attempt():
+    handle = Handle(KafkaError(Errors.INVALID_REQUEST, "bad"))
+    with pytest.raises(KafkaError) as e:
+        asyncio.run(call_async(lambda: handle, "write_share_group_state", None))
+    assert (e.value.error, handle.calls) == (Errors.INVALID_REQUEST, 1)
