@@ -1,6 +1,6 @@
-"""The machinery every KIP-848 "modern" group shares (consumer groups now, share groups
-next; Kafka's ModernGroup, TargetAssignmentBuilder and the epoch rules of
-GroupMetadataManager).
+"""The machinery every KIP-848 "modern" group shares, consumer and share groups alike
+(Kafka's ModernGroup, TargetAssignmentBuilder, and the epoch rules, fencing, session timers
+and describe of GroupMetadataManager, which serves both types).
 
 Three epochs order a group's changes:
 - the group epoch bumps when a member joins or leaves, when a subscription changes, and
