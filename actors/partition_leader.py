@@ -31,6 +31,7 @@ import ray
 
 from runtime.errors import Errors, KafkaError
 from runtime.log import LogWriteError
+from runtime.messages.errors import error_response
 from runtime.messages.topics import (FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
                                      ProduceRequest, ProduceResponse)
 from runtime.messages.txn import (AddPartitionsToTxnRequest, AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
@@ -158,7 +159,7 @@ class PartitionLeaderActor:
                 # arrives before its predecessor waits a little for it.
                 remaining = give_up - time.monotonic()
                 if e.error is not Errors.OUT_OF_ORDER_SEQUENCE_NUMBER or remaining <= 0:
-                    return ProduceResponse(self.topic, self.partition, e.code, error_message=e.message)
+                    return error_response(request, e)
                 appended = self._appended
                 try:
                     await asyncio.wait_for(appended.wait(), remaining)
@@ -168,13 +169,12 @@ class PartitionLeaderActor:
                 # This batch's own bytes are not in the log (a failed write leaves at most a
                 # torn tail): it can be answered now. Those before it wait for the cut.
                 self._log_failed(e)
-                return ProduceResponse(self.topic, self.partition, Errors.KAFKA_STORAGE_ERROR.code,
-                                       error_message=str(e))
+                return error_response(request, KafkaError(Errors.KAFKA_STORAGE_ERROR, str(e)))
         self._appended.set()
         self._appended = asyncio.Event()
         error = await self._durable()
         if error is not None:
-            return ProduceResponse(self.topic, self.partition, Errors.KAFKA_STORAGE_ERROR.code, error_message=error)
+            return error_response(request, KafkaError(Errors.KAFKA_STORAGE_ERROR, error))
         return ProduceResponse(self.topic, self.partition, 0, base, -1, plog.log_start_offset)
 
     async def _verified(self, plog: PartitionLog, request: ProduceRequest) -> object | None:
@@ -310,7 +310,7 @@ class PartitionLeaderActor:
         try:
             return self._ensure_open().list_offsets(request.timestamp, request.isolation_level)
         except KafkaError as e:
-            return ListOffsetsResponse(self.topic, self.partition, e.code, error_message=e.message)
+            return error_response(request, e)
 
     # ------------------------------------------------------------------ retention and lifecycle
 

@@ -241,3 +241,13 @@ def _delete_topics_error(request: DeleteTopicsRequest, error: KafkaError) -> Del
 def _create_partitions_error(request: CreatePartitionsRequest, error: KafkaError) -> CreatePartitionsResponse:
     return CreatePartitionsResponse(tuple(CreatePartitionsTopicResult(t.name, error.code, error.message)
                                           for t in request.topics))
+
+
+@answers_errors_of(ProduceRequest)
+def _produce_error(request: ProduceRequest, error: KafkaError) -> ProduceResponse:
+    return ProduceResponse(request.topic, request.partition, error.code, error_message=error.message)
+
+
+@answers_errors_of(ListOffsetsRequest)
+def _list_offsets_error(request: ListOffsetsRequest, error: KafkaError) -> ListOffsetsResponse:
+    return ListOffsetsResponse(request.topic, request.partition, error.code, error_message=error.message)
