@@ -18,7 +18,6 @@ from typing import Any, Iterable, Mapping
 
 from runtime.errors import Errors, KafkaError, raise_if
 from runtime.group.consumer_protocol import decode_assignment
-from runtime.hashing import partition_for
 from runtime.messages.consumer import ConsumerGroupDescribeRequest
 from runtime.messages.group import (
     DeleteGroupsRequest, DescribeGroupsRequest, LeaveGroupRequest, ListGroupsRequest, MemberIdentity,
@@ -32,7 +31,6 @@ from runtime.messages.share_state import (ReadShareGroupStateSummaryRequest, Rea
                                           ReadStateSummaryPartitionData)
 from runtime.messages.topics import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ListOffsetsRequest, MetadataRequest
 from runtime.messages.txn import DescribeTransactionsRequest, ListTransactionsRequest
-from runtime.share.coordinator import state_partition_for
 
 from . import naming
 from runtime.clients.types import OffsetAndMetadata, TopicPartition
@@ -167,18 +165,15 @@ class Admin:
     async def _call(self, name: str, method: str, *args) -> Any:
         return await self.cluster.directory.call_async(name, method, *args, timeout_s=self.timeout_s)
 
-    def _count(self, key: str) -> int:
-        return int(self.cluster.config[key])
-
     def _group_coordinator(self, group_id: str) -> str:
         raise_if(not group_id, Errors.INVALID_GROUP_ID, "empty group id")
-        return naming.group_coordinator(partition_for(group_id, self._count("offsets.topic.num.partitions")))
+        return naming.find_coordinator(naming.CoordinatorType.GROUP, group_id, self.cluster.config)
 
-    async def _ask_every(self, name_for, count_key: str, method: str, request) -> list:
+    async def _ask_every(self, key_type: naming.CoordinatorType, method: str, request) -> list:
         """The same request to every coordinator of a kind (a list request); the responses,
         or the first whole-request error."""
-        responses = await asyncio.gather(*(self._call(name_for(p), method, request)
-                                           for p in range(self._count(count_key))))
+        responses = await asyncio.gather(*(self._call(name, method, request)
+                                           for name in naming.every_coordinator(key_type, self.cluster.config)))
         for r in responses:
             _raise_for_code(r.error_code, method)
         return responses
@@ -218,8 +213,7 @@ class Admin:
         """Every group of every coordinator, optionally only those of the given types
         ("classic", "consumer", "share") and states (case-insensitive, as Kafka's)."""
         request = ListGroupsRequest(tuple(states or ()), tuple(types or ()))
-        responses = await self._ask_every(naming.group_coordinator, "offsets.topic.num.partitions", "list_groups",
-                                          request)
+        responses = await self._ask_every(naming.CoordinatorType.GROUP, "list_groups", request)
         return sorted((GroupListing(g.group_id, g.group_type, g.protocol_type, g.group_state)
                        for r in responses for g in r.groups), key=lambda g: g.group_id)
 
@@ -424,11 +418,11 @@ class Admin:
                           ) -> dict[str, list[tuple[TopicPartition, str]]]:
         """Share-coordinator actor name -> [(partition, topic id)] for the group's partitions."""
         raise_if(not group_id, Errors.INVALID_GROUP_ID, "empty group id")
-        count = self._count("share.coordinator.state.topic.num.partitions")
         out: dict[str, list] = {}
         for name, (topic_id, n) in sorted((await self._topics(topics)).items()):
             for p in range(n):
-                out.setdefault(naming.share_coordinator(state_partition_for(group_id, topic_id, p, count)),
+                key = naming.share_coordinator_key(group_id, topic_id, p)
+                out.setdefault(naming.find_coordinator(naming.CoordinatorType.SHARE, key, self.cluster.config),
                                []).append((TopicPartition(name, p), topic_id))
         return out
 
@@ -503,8 +497,7 @@ class Admin:
     # ------------------------------------------------------------------ transactions
 
     def _transaction_coordinator(self, transactional_id: str) -> str:
-        return naming.transaction_coordinator(
-            partition_for(transactional_id, self._count("transaction.state.log.num.partitions")))
+        return naming.find_coordinator(naming.CoordinatorType.TRANSACTION, transactional_id, self.cluster.config)
 
     async def describe_transactions_async(self, transactional_ids: Iterable[str]) -> dict[str, Any]:
         """DescribeTransactionsTransactionState of each id; TRANSACTIONAL_ID_NOT_FOUND for an
@@ -528,8 +521,7 @@ class Admin:
         """ListTransactionsTransactionState of every coordinator's transactions that pass the
         filters (states, producer ids, running longer than duration_ms, id regex)."""
         request = ListTransactionsRequest(tuple(states), tuple(producer_ids), duration_ms, transactional_id_pattern)
-        responses = await self._ask_every(naming.transaction_coordinator, "transaction.state.log.num.partitions",
-                                          "list_transactions", request)
+        responses = await self._ask_every(naming.CoordinatorType.TRANSACTION, "list_transactions", request)
         return sorted((s for r in responses for s in r.transaction_states), key=lambda s: s.transactional_id)
 
 

@@ -17,7 +17,6 @@ from typing import Any, Coroutine
 
 import ray
 
-from runtime.hashing import partition_for
 
 from . import naming
 from .errors import RETRIABLE_COORDINATOR_ERRORS, map_errors
@@ -55,7 +54,7 @@ class ClientActor:
 
     def group_coordinator_name(self, group_id: str) -> str:
         """The coordinator of `group_id`: Kafka's FindCoordinator is a hash here."""
-        return naming.group_coordinator(partition_for(group_id, int(self.cluster_config["offsets.topic.num.partitions"])))
+        return naming.find_coordinator(naming.CoordinatorType.GROUP, group_id, self.cluster_config)
 
     # ------------------------------------------------------------------ background work
 

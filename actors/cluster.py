@@ -14,7 +14,6 @@ from typing import Any
 import ray
 
 from runtime.errors import Errors, KafkaError
-from runtime.hashing import partition_for
 from runtime.messages.topics import (CreatableTopic, CreatableTopicConfig, CreatePartitionsRequest,
                                      CreatePartitionsTopic, CreateTopicsRequest, DeleteTopicsRequest,
                                      MetadataRequest)
@@ -37,15 +36,13 @@ log = logging.getLogger(__name__)
 # Ray's default is 100 KiB.
 RAY_SYSTEM_CONFIG = {"max_direct_call_object_size": 2 * 1024 * 1024}
 
-# The coordinator actors a deployment runs: (actor class path, name function, the config key
-# that says how many state partitions, and so actors, there are). Each is built with
-# (data_dir, partition, config) and has `ready()` and `status()`.
-COORDINATORS: list[tuple[str, Any, str]] = [
-    ("actors.group_coordinator.GroupCoordinatorActor", naming.group_coordinator, "offsets.topic.num.partitions"),
-    ("actors.transaction_coordinator.TransactionCoordinatorActor", naming.transaction_coordinator,
-     "transaction.state.log.num.partitions"),
-    ("actors.share_coordinator.ShareCoordinatorActor", naming.share_coordinator,
-     "share.coordinator.state.topic.num.partitions"),
+# The coordinator actors a deployment runs, one per state partition of their kind: (actor
+# class path, kind). Each is built with (data_dir, partition, config) and has `ready()` and
+# `status()`.
+COORDINATORS: list[tuple[str, naming.CoordinatorType]] = [
+    ("actors.group_coordinator.GroupCoordinatorActor", naming.CoordinatorType.GROUP),
+    ("actors.transaction_coordinator.TransactionCoordinatorActor", naming.CoordinatorType.TRANSACTION),
+    ("actors.share_coordinator.ShareCoordinatorActor", naming.CoordinatorType.SHARE),
 ]
 
 
@@ -138,9 +135,8 @@ class Cluster:
         if status["state"] != "active":
             raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"the controller did not load: {status['error']}")
         refs = []
-        for class_path, name_for, count_key in COORDINATORS:
-            for partition in range(int(config[count_key])):
-                name = name_for(partition)
+        for class_path, key_type in COORDINATORS:
+            for partition, name in enumerate(naming.every_coordinator(key_type, config)):
                 handle = remote(_load_class(class_path), name, namespace, detached, config, spread=True).remote(
                     data_dir, partition, config)
                 cluster.directory.keep(name, handle)
@@ -171,26 +167,21 @@ class Cluster:
     def partition_leader(self, topic: str, partition: int) -> Any:
         return self._actor(naming.partition_leader(topic, partition))
 
-    def coordinator_partition(self, key: str, count_key: str) -> int:
-        return partition_for(key, int(self.config[count_key]))
-
     def transaction_coordinator(self, transactional_id: str) -> Any:
-        return self._actor(naming.transaction_coordinator(
-            self.coordinator_partition(transactional_id, "transaction.state.log.num.partitions")))
+        return self._actor(naming.find_coordinator(naming.CoordinatorType.TRANSACTION, transactional_id, self.config))
 
     # ------------------------------------------------------------------ transactions
 
     def describe_transactions(self, transactional_ids: list[str]) -> list:
         """DescribeTransactionsTransactionState of each id, from the coordinator that owns it."""
         from runtime.messages.txn import DescribeTransactionsRequest
-        by_partition: dict[int, list[str]] = {}
+        by_coordinator: dict[str, list[str]] = {}
         for tid in transactional_ids:
-            by_partition.setdefault(self.coordinator_partition(tid, "transaction.state.log.num.partitions"),
-                                    []).append(tid)
+            by_coordinator.setdefault(naming.find_coordinator(naming.CoordinatorType.TRANSACTION, tid, self.config),
+                                      []).append(tid)
         states = {}
-        for partition, tids in by_partition.items():
-            response = self._call(naming.transaction_coordinator(partition), "describe_transactions",
-                                  DescribeTransactionsRequest(tuple(tids)))
+        for coordinator, tids in by_coordinator.items():
+            response = self._call(coordinator, "describe_transactions", DescribeTransactionsRequest(tuple(tids)))
             states.update((s.transactional_id, s) for s in response.transaction_states)
         return [states[tid] for tid in transactional_ids]
 
@@ -201,8 +192,8 @@ class Cluster:
         request = ListTransactionsRequest(tuple(state_filters), tuple(producer_id_filters), duration_filter,
                                           transactional_id_pattern)
         out = []
-        for partition in range(int(self.config["transaction.state.log.num.partitions"])):
-            response = self._call(naming.transaction_coordinator(partition), "list_transactions", request)
+        for coordinator in naming.every_coordinator(naming.CoordinatorType.TRANSACTION, self.config):
+            response = self._call(coordinator, "list_transactions", request)
             if response.error_code:
                 raise KafkaError(Errors.for_code(response.error_code), "list_transactions failed")
             out.extend(response.transaction_states)
@@ -210,15 +201,12 @@ class Cluster:
 
     def group_coordinator(self, group_id: str) -> Any:
         """The group coordinator actor of `group_id`'s __consumer_offsets partition."""
-        partition = self.coordinator_partition(group_id, "offsets.topic.num.partitions")
-        return self._actor(naming.group_coordinator(partition))
+        return self._actor(naming.find_coordinator(naming.CoordinatorType.GROUP, group_id, self.config))
 
     def share_coordinator(self, group_id: str, topic: str, partition: int) -> Any:
         """The share coordinator actor that keeps the state of `group_id` on the topic partition."""
-        from runtime.share.coordinator import state_partition_for
-        topic_id = self.describe_topic(topic).topic_id
-        count = int(self.config["share.coordinator.state.topic.num.partitions"])
-        return self._actor(naming.share_coordinator(state_partition_for(group_id, topic_id, partition, count)))
+        key = naming.share_coordinator_key(group_id, self.describe_topic(topic).topic_id, partition)
+        return self._actor(naming.find_coordinator(naming.CoordinatorType.SHARE, key, self.config))
 
     # ------------------------------------------------------------------ topics
 
@@ -274,8 +262,8 @@ class Cluster:
     def _topics_changed(self) -> None:
         """Group coordinators read the topics again now (consumer and share groups follow
         them); one that is away catches up when it loads or at its periodic refresh."""
-        refs = [self._actor(naming.group_coordinator(p)).notify_topics.remote()
-                for p in range(int(self.config["offsets.topic.num.partitions"]))]
+        refs = [self._actor(name).notify_topics.remote()
+                for name in naming.every_coordinator(naming.CoordinatorType.GROUP, self.config)]
         try:
             ray.get(refs, timeout=30)
         except Exception as e:

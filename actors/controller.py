@@ -8,11 +8,10 @@ import uuid
 
 import ray
 
-from runtime.errors import KafkaError
-from runtime.messages.topics import (CreatableTopicResult, CreatePartitionsRequest, CreatePartitionsResponse,
-                                     CreatePartitionsTopicResult, CreateTopicsRequest, CreateTopicsResponse,
-                                     DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse,
-                                     MetadataRequest, MetadataResponse)
+from runtime.messages.topics import (CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+                                     CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, MetadataRequest,
+                                     MetadataResponse)
+from runtime.topics.internal import CLUSTER_METADATA_TOPIC, log_name
 from runtime.topics.metadata import TopicMetadataShard
 
 from . import naming
@@ -21,7 +20,7 @@ from .shard_host import ShardHost
 
 log = logging.getLogger(__name__)
 
-METADATA_LOG = "__cluster_metadata-0"
+METADATA_LOG = log_name(CLUSTER_METADATA_TOPIC, 0)
 LEADER_STATUS_TIMEOUT_S = 2.0
 
 
@@ -39,25 +38,13 @@ class ControllerActor(ShardHost):
 
     async def create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
         ids = [str(uuid.uuid4()) for _ in request.topics]
-        try:
-            return await self._write(lambda shard, now: shard.create_topics(request, now, ids))
-        except KafkaError as e:
-            return CreateTopicsResponse(tuple(CreatableTopicResult(t.name, None, e.code, e.message)
-                                              for t in request.topics))
+        return await self._answer(request, lambda shard, now: shard.create_topics(request, now, ids))
 
     async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
-        try:
-            return await self._write(lambda shard, now: shard.delete_topics(request, now))
-        except KafkaError as e:
-            return DeleteTopicsResponse(tuple(DeletableTopicResult(n, None, e.code, e.message)
-                                              for n in request.topic_names))
+        return await self._answer(request, lambda shard, now: shard.delete_topics(request, now))
 
     async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
-        try:
-            return await self._write(lambda shard, now: shard.create_partitions(request, now))
-        except KafkaError as e:
-            return CreatePartitionsResponse(tuple(CreatePartitionsTopicResult(t.name, e.code, e.message)
-                                                  for t in request.topics))
+        return await self._answer(request, lambda shard, now: shard.create_partitions(request, now))
 
     async def metadata(self, request: MetadataRequest) -> MetadataResponse:
         # Kafka's Metadata response has no top-level error; while loading the KafkaError

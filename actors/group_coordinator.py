@@ -1,7 +1,7 @@
 """The group coordinator actor of one __consumer_offsets partition: Kafka's group APIs as
 methods, each taking its request dataclass and returning its response dataclass. The shard
-decides everything; this host draws member ids, reads the clock and turns a KafkaError
-into the response Kafka gives for it (`error_response`).
+decides everything; this host draws member ids and reads the clock, and ShardHost._answer
+turns a KafkaError into the response Kafka gives for it.
 
 Consumer and share groups need the topics (Kafka's coordinators get every metadata image):
 after each load, when told by `notify_topics()`, and every `metadata.max.age.ms`, the host
@@ -10,6 +10,7 @@ first one lands, their heartbeats answer COORDINATOR_LOAD_IN_PROGRESS."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from typing import Callable
@@ -20,31 +21,27 @@ from runtime.coordinator import CoordinatorState, Result
 from runtime.errors import Errors, KafkaError
 from runtime.group.shard import GroupCoordinatorShard
 from runtime.messages.consumer import (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
-                                       ConsumerGroupDescribeResponseDescribedGroup, ConsumerGroupHeartbeatRequest,
-                                       ConsumerGroupHeartbeatResponse)
+                                       ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse)
 from runtime.messages.group import (
     DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse, HeartbeatRequest,
     HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse,
     ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest,
     OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
-    error_response,
 )
 from runtime.messages.share_group import (AlterGroupConfigRequest, AlterGroupConfigResponse,
                                           AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
                                           DescribeGroupConfigRequest, DescribeGroupConfigResponse,
                                           ShareGroupDescribeRequest, ShareGroupDescribeResponse,
-                                          ShareGroupDescribeResponseDescribedGroup,
                                           ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse)
 from runtime.messages.share_state import (InitializeShareGroupStateRequest, InitializeStateData,
                                           InitializeStatePartitionData)
 from runtime.messages.topics import MetadataRequest
-from runtime.messages.txn import (TxnOffsetCommitRequest, TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition,
-                                  TxnOffsetCommitResponseTopic, WriteTxnMarkersRequest, WriteTxnMarkersResponse)
-from runtime.share.coordinator import state_partition_for
-from runtime.txn.coordinator import OFFSETS_TOPIC
+from runtime.messages.txn import (TxnOffsetCommitRequest, TxnOffsetCommitResponse, WriteTxnMarkersRequest,
+                                  WriteTxnMarkersResponse)
+from runtime.topics.internal import OFFSETS_TOPIC, log_name
 
 from . import naming
-from .retry import call_async
+from .retry import ActorDirectory
 from .shard_host import ShardHost, now_ms
 
 log = logging.getLogger(__name__)
@@ -56,7 +53,7 @@ ALTER_TIMEOUT_S = 60  # an offset alter's initialisation, retries included
 
 
 def offsets_log_name(partition: int) -> str:
-    return f"__consumer_offsets-{partition}"
+    return log_name(OFFSETS_TOPIC, partition)
 
 
 class GroupCoordinatorActor(ShardHost):
@@ -65,7 +62,8 @@ class GroupCoordinatorActor(ShardHost):
         self._namespace = config.get(naming.NAMESPACE_KEY, naming.DEFAULT_NAMESPACE)
         self._metadata_max_age_s = int(config.get("metadata.max.age.ms", METADATA_MAX_AGE_MS)) / 1000
         self._topics_task: asyncio.Task | None = None
-        self._share_state_partitions = int(config.get("share.coordinator.state.topic.num.partitions", 1))
+        self._config = config
+        self._actors = ActorDirectory(self._namespace)
         self._share_inits: set[asyncio.Task] = set()  # share-state initialisations under way
         # Offset alters waiting for their initialisation: (group id, topic id) -> futures
         self._alters: dict[tuple[str, str], list[asyncio.Future]] = {}
@@ -75,60 +73,43 @@ class GroupCoordinatorActor(ShardHost):
         self._metadata_reads = 0
         self._metadata_applied = 0
 
-    async def _answer_write(self, request, operation):
-        try:
-            return await self._write(operation)
-        except KafkaError as e:
-            return error_response(request, e.error)
-
-    async def _answer_read(self, request, operation, wrap=lambda r: r):
-        try:
-            return wrap(await self._read(operation))
-        except KafkaError as e:
-            return error_response(request, e.error)
-
     # ------------------------------------------------------------------ the classic protocol
 
     async def join_group(self, request: JoinGroupRequest, client_id: str = "",
                          client_host: str = "") -> JoinGroupResponse:
         member_id = f"{client_id}-{uuid.uuid4()}"
-        return await self._answer_write(
+        return await self._answer(
             request, lambda s, now: s.join_group(request, now, member_id, client_id, client_host))
 
     async def sync_group(self, request: SyncGroupRequest) -> SyncGroupResponse:
-        return await self._answer_write(request, lambda s, now: s.sync_group(request, now))
+        return await self._answer(request, lambda s, now: s.sync_group(request, now))
 
     async def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
-        return await self._answer_write(request, lambda s, now: s.heartbeat(request, now))
+        return await self._answer(request, lambda s, now: s.heartbeat(request, now))
 
     async def leave_group(self, request: LeaveGroupRequest) -> LeaveGroupResponse:
-        return await self._answer_write(request, lambda s, now: s.leave_group(request, now))
+        return await self._answer(request, lambda s, now: s.leave_group(request, now))
 
     # ------------------------------------------------------------------ offsets
 
     async def offset_commit(self, request: OffsetCommitRequest) -> OffsetCommitResponse:
-        return await self._answer_write(request, lambda s, now: s.offset_commit(request, now))
+        return await self._answer(request, lambda s, now: s.offset_commit(request, now))
 
     async def offset_fetch(self, request: OffsetFetchRequest) -> OffsetFetchResponse:
         if request.require_stable:
             # As a write, so that commits still in the open batch can be told apart.
-            return await self._answer_write(request, lambda s, now: Result(
+            return await self._answer(request, lambda s, now: Result(
                 (), s.offset_fetch(request, pending_from=self.runtime.log.end_offset)))
-        return await self._answer_read(request, lambda s: s.offset_fetch(request))
+        return await self._answer(request, lambda s: s.offset_fetch(request), read=True)
 
     async def offset_delete(self, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
-        return await self._answer_write(request, lambda s, now: s.offset_delete(request, now))
+        return await self._answer(request, lambda s, now: s.offset_delete(request, now))
 
     # ------------------------------------------------------------------ transactions
 
     async def txn_offset_commit(self, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
         """Offsets of a transaction: pending until its marker (write_txn_markers)."""
-        try:
-            return await self._write(lambda s, now: s.txn_offset_commit(request, now))
-        except KafkaError as e:
-            return TxnOffsetCommitResponse(tuple(TxnOffsetCommitResponseTopic(t.name, tuple(
-                TxnOffsetCommitResponsePartition(p.partition_index, e.code) for p in t.partitions))
-                for t in request.topics))
+        return await self._answer(request, lambda s, now: s.txn_offset_commit(request, now))
 
     async def write_txn_markers(self, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
         """The transaction coordinator's markers for this __consumer_offsets partition."""
@@ -150,73 +131,64 @@ class GroupCoordinatorActor(ShardHost):
     # ------------------------------------------------------------------ admin
 
     async def describe_groups(self, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
-        return await self._answer_read(request, lambda s: s.describe_groups(request.groups),
-                                       lambda groups: DescribeGroupsResponse(tuple(groups)))
+        return await self._answer(request, lambda s: DescribeGroupsResponse(tuple(s.describe_groups(request.groups))),
+                                  read=True)
 
     async def list_groups(self, request: ListGroupsRequest) -> ListGroupsResponse:
-        return await self._answer_read(
-            request, lambda s: s.list_groups(request.states_filter, request.types_filter),
-            lambda groups: ListGroupsResponse(groups=tuple(groups)))
+        return await self._answer(
+            request, lambda s: ListGroupsResponse(groups=tuple(s.list_groups(request.states_filter,
+                                                                             request.types_filter))), read=True)
 
     async def delete_groups(self, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
-        response = await self._answer_write(request, lambda s, now: s.delete_groups(request.groups_names, now))
-        return response if isinstance(response, DeleteGroupsResponse) else DeleteGroupsResponse(tuple(response))
+        def delete(s, now) -> Result:
+            result = s.delete_groups(request.groups_names, now)
+            return dataclasses.replace(result, response=DeleteGroupsResponse(tuple(result.response)))
+        return await self._answer(request, delete)
 
     # ------------------------------------------------------------------ KIP-848 consumer groups
 
     async def consumer_group_heartbeat(self, request: ConsumerGroupHeartbeatRequest, client_id: str = "",
                                        client_host: str = "") -> ConsumerGroupHeartbeatResponse:
-        return await self._modern_heartbeat(GroupCoordinatorShard.consumer_group_heartbeat, request,
-                                            ConsumerGroupHeartbeatResponse, client_id, client_host)
+        return await self._modern_heartbeat(GroupCoordinatorShard.consumer_group_heartbeat, request, client_id,
+                                            client_host)
 
     async def consumer_group_describe(self, request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
-        return ConsumerGroupDescribeResponse(await self._modern_describe(
-            GroupCoordinatorShard.consumer_group_describe, request.group_ids,
-            ConsumerGroupDescribeResponseDescribedGroup))
+        return await self._answer(
+            request, lambda s: ConsumerGroupDescribeResponse(tuple(s.consumer_group_describe(request.group_ids))),
+            read=True)
 
     # ------------------------------------------------------------------ share groups
 
     async def share_group_describe(self, request: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
-        return ShareGroupDescribeResponse(await self._modern_describe(
-            GroupCoordinatorShard.share_group_describe, request.group_ids, ShareGroupDescribeResponseDescribedGroup))
+        return await self._answer(
+            request, lambda s: ShareGroupDescribeResponse(tuple(s.share_group_describe(request.group_ids))), read=True)
 
     async def share_group_heartbeat(self, request: ShareGroupHeartbeatRequest, client_id: str = "",
                                     client_host: str = "") -> ShareGroupHeartbeatResponse:
-        return await self._modern_heartbeat(GroupCoordinatorShard.share_group_heartbeat, request,
-                                            ShareGroupHeartbeatResponse, client_id, client_host)
+        return await self._modern_heartbeat(GroupCoordinatorShard.share_group_heartbeat, request, client_id,
+                                            client_host)
 
-    async def _modern_heartbeat(self, handler: Callable, request, response_cls, client_id: str, client_host: str):
-        """A consumer or share group heartbeat; an error goes back in the protocol's response."""
+    async def _modern_heartbeat(self, handler: Callable, request, client_id: str, client_host: str):
         member_id = request.member_id or str(uuid.uuid4())  # for a member that joins without an id
-        try:
-            return await self._write(lambda s, now: handler(s, request, now, member_id, client_id, client_host))
-        except KafkaError as e:
-            return response_cls(e.code, e.message)
-
-    async def _modern_describe(self, handler: Callable, group_ids, described_cls) -> tuple:
-        """Each group's description, or the error (a load in progress, say) for each of them."""
-        try:
-            return tuple(await self._read(lambda s: handler(s, group_ids)))
-        except KafkaError as e:
-            return tuple(described_cls(g, e.code, e.message) for g in group_ids)
+        return await self._answer(request, lambda s, now: handler(s, request, now, member_id, client_id, client_host))
 
     async def _initialize_share_state(self, pending) -> None:
         """Have the share coordinators initialise newly subscribed partitions (state epoch =
         the group epoch, start offset -1) or partitions an offset alter starts over, then
         tell the shard which succeeded; the shard asks again after
         group.share.initialize.retry.interval.ms for the rest."""
-        by_coordinator: dict[int, list[int]] = {}
+        by_coordinator: dict[str, list[int]] = {}
         for p in pending.partitions:
-            by_coordinator.setdefault(state_partition_for(pending.group_id, pending.topic_id, p,
-                                                          self._share_state_partitions), []).append(p)
+            key = naming.share_coordinator_key(pending.group_id, pending.topic_id, p)
+            by_coordinator.setdefault(naming.find_coordinator(naming.CoordinatorType.SHARE, key, self._config),
+                                      []).append(p)
         starts = dict(zip(pending.partitions, pending.start_offsets))
         done, failed = [], []
         for coordinator, partitions in by_coordinator.items():
             request = InitializeShareGroupStateRequest(pending.group_id, (InitializeStateData(pending.topic_id, tuple(
                 InitializeStatePartitionData(p, pending.group_epoch, starts.get(p, -1)) for p in partitions)),))
             try:
-                response = await call_async(lambda c=coordinator: ray.get_actor(
-                    naming.share_coordinator(c), namespace=self._namespace), "initialize_share_group_state", request)
+                response = await self._actors.call_async(coordinator, "initialize_share_group_state", request)
                 results = [r for t in response.results for r in t.partitions]
             except KafkaError as e:
                 log.info("%s: initialising share state of %s failed: %s", self.runtime.name, pending.group_id, e)
@@ -310,19 +282,17 @@ class GroupCoordinatorActor(ShardHost):
     # ------------------------------------------------------------------ dynamic group configs
 
     async def alter_group_config(self, request: AlterGroupConfigRequest) -> AlterGroupConfigResponse:
-        try:
-            await self._write(lambda s, now: s.alter_group_config(request.group_id, request.configs, now))
-        except KafkaError as e:
-            return AlterGroupConfigResponse(request.group_id, e.code, e.message)
-        await self._push_share_configs(request.group_id)
-        return AlterGroupConfigResponse(request.group_id)
+        def alter(s, now) -> Result:
+            result = s.alter_group_config(request.group_id, request.configs, now)
+            return dataclasses.replace(result, response=AlterGroupConfigResponse(request.group_id))
+        response = await self._answer(request, alter)
+        if not response.error_code:
+            await self._push_share_configs(request.group_id)
+        return response
 
     async def describe_group_config(self, request: DescribeGroupConfigRequest) -> DescribeGroupConfigResponse:
-        try:
-            entries = await self._read(lambda s: s.describe_group_config(request.group_id))
-        except KafkaError as e:
-            return DescribeGroupConfigResponse(request.group_id, e.code, e.message)
-        return DescribeGroupConfigResponse(request.group_id, configs=tuple(entries))
+        return await self._answer(request, lambda s: DescribeGroupConfigResponse(
+            request.group_id, configs=tuple(s.describe_group_config(request.group_id))), read=True)
 
     async def _push_share_configs(self, group_id: str) -> None:
         """The group's share.* configs go to its live SharePartitions (new ones read them
@@ -381,8 +351,7 @@ class GroupCoordinatorActor(ShardHost):
     async def _refresh_topics(self) -> None:
         self._metadata_reads += 1
         read = self._metadata_reads
-        response = await call_async(lambda: ray.get_actor(naming.CONTROLLER, namespace=self._namespace),
-                                    "metadata", MetadataRequest(None))
+        response = await self._actors.call_async(naming.CONTROLLER, "metadata", MetadataRequest(None))
         if read < self._metadata_applied:
             return
         self._metadata_applied = read

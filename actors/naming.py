@@ -1,5 +1,19 @@
-"""Actor names: ``shoal/<kind>/<key>`` in the deployment's namespace."""
+"""Actor names: ``shoal/<kind>/<key>`` in the deployment's namespace, and the one way to find
+the coordinator of a key (Kafka's FindCoordinator)."""
 from __future__ import annotations
+
+import enum
+from typing import Callable, Mapping
+
+from runtime.hashing import partition_for
+from runtime.share.coordinator import share_coordinator_key
+
+from .config import DEFAULTS
+
+__all__ = ["CONTROLLER", "DEFAULT_NAMESPACE", "NAMESPACE_KEY", "CoordinatorType", "group_coordinator",
+           "share_coordinator", "transaction_coordinator", "partition_leader", "share_partition", "client",
+           "coordinator_count", "coordinator_partition", "find_coordinator", "every_coordinator",
+           "share_coordinator_key"]
 
 CONTROLLER = "shoal/controller/0"
 DEFAULT_NAMESPACE = "shoal"
@@ -30,3 +44,40 @@ def share_partition(group_id: str, topic: str, partition: int) -> str:
 
 def client(kind: str, client_id: str) -> str:
     return f"shoal/{kind}-client/{client_id}"
+
+
+class CoordinatorType(enum.IntEnum):
+    """Kafka's FindCoordinator key types."""
+    GROUP = 0  # a group id
+    TRANSACTION = 1  # a transactional id
+    SHARE = 2  # share_coordinator_key(group id, topic id, partition)
+
+
+# key type -> (the actor name of a state partition, the config that counts the partitions)
+_COORDINATORS: dict[CoordinatorType, tuple[Callable[[int], str], str]] = {
+    CoordinatorType.GROUP: (group_coordinator, "offsets.topic.num.partitions"),
+    CoordinatorType.TRANSACTION: (transaction_coordinator, "transaction.state.log.num.partitions"),
+    CoordinatorType.SHARE: (share_coordinator, "share.coordinator.state.topic.num.partitions"),
+}
+
+
+def coordinator_count(key_type: CoordinatorType, config: Mapping) -> int:
+    """How many coordinators of the type the deployment runs (its state partitions)."""
+    count_key = _COORDINATORS[key_type][1]
+    return int(config.get(count_key, DEFAULTS[count_key]))
+
+
+def coordinator_partition(key_type: CoordinatorType, key: str, config: Mapping) -> int:
+    """The state partition that owns `key`."""
+    return partition_for(key, coordinator_count(key_type, config))
+
+
+def find_coordinator(key_type: CoordinatorType, key: str, config: Mapping) -> str:
+    """The name of the coordinator actor that owns `key`."""
+    return _COORDINATORS[key_type][0](coordinator_partition(key_type, key, config))
+
+
+def every_coordinator(key_type: CoordinatorType, config: Mapping) -> list[str]:
+    """The names of all coordinators of the type, by partition (for list requests)."""
+    name_of = _COORDINATORS[key_type][0]
+    return [name_of(p) for p in range(coordinator_count(key_type, config))]

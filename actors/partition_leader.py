@@ -30,12 +30,13 @@ import time
 import ray
 
 from runtime.errors import Errors, KafkaError
-from runtime.hashing import partition_for
 from runtime.log import LogWriteError
+from runtime.messages.errors import error_response
 from runtime.messages.topics import (FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
                                      ProduceRequest, ProduceResponse)
 from runtime.messages.txn import (AddPartitionsToTxnRequest, AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
                                   WriteTxnMarkersRequest, WriteTxnMarkersResponse)
+from runtime.topics.internal import log_name
 from runtime.topics.partition import PartitionLog
 
 from . import naming
@@ -57,7 +58,7 @@ class PartitionLeaderActor:
     def __init__(self, data_dir: str, topic: str, partition: int, topic_configs: dict, config: dict) -> None:
         self.topic = topic
         self.partition = partition
-        self._dir = os.path.join(data_dir, f"{topic}-{partition}")
+        self._dir = os.path.join(data_dir, log_name(topic, partition))
         self._topic_configs = dict(topic_configs)
         self._config = dict(config)
         self._plog: PartitionLog | None = None
@@ -161,7 +162,7 @@ class PartitionLeaderActor:
                 # arrives before its predecessor waits a little for it.
                 remaining = give_up - time.monotonic()
                 if e.error is not Errors.OUT_OF_ORDER_SEQUENCE_NUMBER or remaining <= 0:
-                    return ProduceResponse(self.topic, self.partition, e.code, error_message=e.message)
+                    return error_response(request, e)
                 appended = self._appended
                 try:
                     await asyncio.wait_for(appended.wait(), remaining)
@@ -171,13 +172,12 @@ class PartitionLeaderActor:
                 # This batch's own bytes are not in the log (a failed write leaves at most a
                 # torn tail): it can be answered now. Those before it wait for the cut.
                 self._log_failed(e)
-                return ProduceResponse(self.topic, self.partition, Errors.KAFKA_STORAGE_ERROR.code,
-                                       error_message=str(e))
+                return error_response(request, KafkaError(Errors.KAFKA_STORAGE_ERROR, str(e)))
         self._appended.set()
         self._appended = asyncio.Event()
         error = await self._durable()
         if error is not None:
-            return ProduceResponse(self.topic, self.partition, Errors.KAFKA_STORAGE_ERROR.code, error_message=error)
+            return error_response(request, KafkaError(Errors.KAFKA_STORAGE_ERROR, error))
         return ProduceResponse(self.topic, self.partition, 0, base, -1, plog.log_start_offset)
 
     async def _verified(self, plog: PartitionLog, request: ProduceRequest) -> object | None:
@@ -204,8 +204,7 @@ class PartitionLeaderActor:
             raise KafkaError(Errors.INVALID_REQUEST, "a transactional batch needs its transactional id")
         if self._actors is None:
             self._actors = ActorDirectory(self._config.get(naming.NAMESPACE_KEY) or ray.get_runtime_context().namespace)
-        name = naming.transaction_coordinator(partition_for(
-            request.transactional_id, int(self._config.get("transaction.state.log.num.partitions", 50))))
+        name = naming.find_coordinator(naming.CoordinatorType.TRANSACTION, request.transactional_id, self._config)
         ask = AddPartitionsToTxnRequest((AddPartitionsToTxnTransaction(
             request.transactional_id, request.producer_id, request.producer_epoch, True,
             (AddPartitionsToTxnTopic(self.topic, (self.partition,)),)),))
@@ -314,7 +313,7 @@ class PartitionLeaderActor:
         try:
             return self._ensure_open().list_offsets(request.timestamp, request.isolation_level)
         except KafkaError as e:
-            return ListOffsetsResponse(self.topic, self.partition, e.code, error_message=e.message)
+            return error_response(request, e)
 
     # ------------------------------------------------------------------ retention and lifecycle
 

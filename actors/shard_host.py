@@ -16,8 +16,10 @@ from typing import Any, Callable
 
 from runtime.coordinator import CoordinatorRuntime, CoordinatorState, LoadProgress, Result
 from runtime.log import FileLog, LogConfig, OsIO
+from runtime.messages import error_response
 
 from . import metrics
+from .errors import to_kafka_error
 from .placement import current_node
 
 log = logging.getLogger(__name__)
@@ -47,7 +49,7 @@ class ShardHost:
                                _truthy(config.get("log.flush.fsync", True)))
         self.runtime = CoordinatorRuntime(
             log_name, partition, shard_factory,
-            lambda: metrics.TimedLog(FileLog(self._log_dir, log_config, name=log_name, io=log_io(config)), log_name),
+            lambda: metrics.TimedLog(FileLog(self._log_dir, log_config, name=log_name, **_io_of(config)), log_name),
             config)
         self._metrics_interval_s = int(config.get("metrics.export.interval.ms", 10000)) / 1000
         self._sampler = metrics.ShardSampler(log_name)
@@ -192,6 +194,15 @@ class ShardHost:
         await self._start()
         return self.runtime.read(operation, now_ms())
 
+    async def _answer(self, request, operation: Callable, read: bool = False) -> Any:
+        """Serve `request` with a write operation (with `read`, a read one). The one place
+        where a host turns an error into a response: whatever the operation fails with
+        becomes the response Kafka gives `request` for it (runtime.messages.error_response)."""
+        try:
+            return await (self._read(operation) if read else self._write(operation))
+        except Exception as e:
+            return error_response(request, to_kafka_error(e))
+
     async def shutdown(self) -> None:
         """Unload: pending operations fail with NOT_COORDINATOR."""
         self.runtime.close()
@@ -206,6 +217,12 @@ def log_io(config: dict) -> OsIO | None:
         return None
     module, _, name = path.rpartition(".")
     return getattr(importlib.import_module(module), name)(config)
+
+
+def _io_of(config: dict) -> dict:
+    """FileLog's io argument when `log.io.class` names one; none otherwise (FileLog's own)."""
+    io = log_io(config)
+    return {"io": io} if io is not None else {}
 
 
 def _truthy(v) -> bool:

@@ -29,20 +29,17 @@ from runtime.messages.share import (AcknowledgementBatch, ShareAcknowledgeReques
                                     ShareFetchResponsePartition)
 from runtime.messages.share_state import (ReadShareGroupStateSummaryRequest, ReadStateSummaryData,
                                           ReadStateSummaryPartitionData)
-from runtime.hashing import partition_for
 from runtime.messages.share_group import DescribeGroupConfigRequest, ShareGroupDescribeRequest
 from runtime.messages.topics import READ_COMMITTED, READ_UNCOMMITTED, FetchRequest, ListOffsetsRequest
-from runtime.share.coordinator import state_partition_for
 from runtime.share.members import ShareMembers
 from runtime.share.partition import PendingShareWrite, SharePartition, SharePartitionState
 from runtime.share.reads import acquire_from_read, read_request
 
 from . import metrics, naming
 from .config import DEFAULTS
-from .errors import RETRIABLE_COORDINATOR_ERRORS
 from .idle import IdleExpiry
 from .placement import current_node
-from .retry import ActorDirectory, Backoff
+from .retry import ActorDirectory
 from .shard_host import now_ms
 
 log = logging.getLogger(__name__)
@@ -67,11 +64,10 @@ class SharePartitionActor:
         self.config = dict(config)
         self._base_config: dict | None = None  # the cluster's config, under the group's own
         self._group_configs: dict = {}
-        self._coordinator = naming.share_coordinator(state_partition_for(
-            group_id, topic_id, partition, int(config["share.coordinator.state.topic.num.partitions"])))
+        self._coordinator = naming.find_coordinator(
+            naming.CoordinatorType.SHARE, naming.share_coordinator_key(group_id, topic_id, partition), config)
         self._leader = naming.partition_leader(topic, partition)
-        self._group_coordinator = naming.group_coordinator(
-            partition_for(group_id, int(config.get("offsets.topic.num.partitions", 1))))
+        self._group_coordinator = naming.find_coordinator(naming.CoordinatorType.GROUP, group_id, config)
         # The group's members, as the group coordinator last listed them; kept across reloads.
         self._members = ShareMembers(group_id)
         self._listing: asyncio.Task | None = None
@@ -91,21 +87,16 @@ class SharePartitionActor:
 
     # ------------------------------------------------------------------ calling other actors
 
-    async def _call(self, name: str, method: str, request, timeout_s: float = WRITE_TIMEOUT_S):
-        return await self._actors.call_async(name, method, request, timeout_s=timeout_s)
+    async def _call(self, name: str, method: str, request, timeout_s: float = WRITE_TIMEOUT_S,
+                    per_partition: bool = False):
+        """`per_partition`: the coordinator errors (restarting, loading) of the partition or
+        group the call is for are retried like actor death."""
+        return await self._actors.call_async(name, method, request, timeout_s=timeout_s, per_partition=per_partition)
 
     async def _coordinator_call(self, method: str, request):
-        """One share coordinator call for this share partition; its partition result.
-        Per-partition coordinator errors (restarting, loading) are retried like actor death."""
-        deadline = time.monotonic() + WRITE_TIMEOUT_S
-        backoff = Backoff()
-        while True:
-            response = await self._call(self._coordinator, method, request, max(deadline - time.monotonic(), 0.1))
-            result = response.results[0].partitions[0]
-            error = Errors.for_code(result.error_code)
-            if error not in RETRIABLE_COORDINATOR_ERRORS or time.monotonic() > deadline:
-                return result
-            await asyncio.sleep(backoff.next_s())
+        """One share coordinator call for this share partition; its partition result."""
+        response = await self._call(self._coordinator, method, request, per_partition=True)
+        return response.results[0].partitions[0]
 
     # ------------------------------------------------------------------ loading
 
@@ -297,20 +288,13 @@ class SharePartitionActor:
     async def _list_members(self) -> None:
         """One ShareGroupDescribe of the group for its member ids; a restarting group
         coordinator is waited for, as a restarting share coordinator is for a write."""
-        deadline = time.monotonic() + WRITE_TIMEOUT_S
-        backoff = Backoff()
         try:
-            while True:
-                response = await self._call(self._group_coordinator, "share_group_describe",
-                                            ShareGroupDescribeRequest((self.group_id,)),
-                                            max(deadline - time.monotonic(), 0.1))
-                (group,) = response.groups
-                error = Errors.for_code(group.error_code)
-                if error in (Errors.NONE, Errors.GROUP_ID_NOT_FOUND):  # no group: no members
-                    break
-                if error not in RETRIABLE_COORDINATOR_ERRORS or time.monotonic() > deadline:
-                    raise KafkaError(error, group.error_message)
-                await asyncio.sleep(backoff.next_s())
+            response = await self._call(self._group_coordinator, "share_group_describe",
+                                        ShareGroupDescribeRequest((self.group_id,)), per_partition=True)
+            (group,) = response.groups
+            error = Errors.for_code(group.error_code)
+            if error not in (Errors.NONE, Errors.GROUP_ID_NOT_FOUND):  # no group: no members
+                raise KafkaError(error, group.error_message)
         except BaseException:
             self._members.listing_failed()
             raise

@@ -11,20 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from typing import Any, Callable
 
 import ray
 
 from runtime.errors import Errors, KafkaError
 from runtime.messages.topics import MetadataRequest
-from runtime.messages.txn import (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnPartitionResult,
-                                  AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, AddPartitionsToTxnResult,
-                                  AddPartitionsToTxnTopicResult, DescribeTransactionsRequest,
-                                  DescribeTransactionsResponse, DescribeTransactionsTransactionState, EndTxnRequest,
-                                  EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse,
+from runtime.messages.txn import (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+                                  AddPartitionsToTxnResponse, DescribeTransactionsRequest, DescribeTransactionsResponse,
+                                  EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse,
                                   ListTransactionsRequest, ListTransactionsResponse, WriteTxnMarkersRequest)
-from runtime.txn.coordinator import OFFSETS_TOPIC, TransactionCoordinatorShard, TxnMarkers
+from runtime.topics.internal import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, log_name
+from runtime.txn.coordinator import TransactionCoordinatorShard, TxnMarkers
 
 from . import naming
 from .errors import to_kafka_error
@@ -38,16 +35,12 @@ _MARKER_GIVE_UP = frozenset({Errors.INVALID_PRODUCER_EPOCH, Errors.TRANSACTION_C
                              Errors.UNKNOWN_TOPIC_OR_PARTITION})
 
 
-def _error_code(e: Exception) -> int:
-    return to_kafka_error(e).code
-
-
 class TransactionCoordinatorActor(ShardHost):
     def __init__(self, data_dir: str, partition: int, config: dict) -> None:
         # Kafka's transaction coordinator appends at once (no linger): its clients block on
         # every answer, and EndTxn waits for two appends.
         config = {**config, "append.linger.ms": config.get("transaction.state.log.append.linger.ms", 0)}
-        super().__init__(f"__transaction_state-{partition}", partition, TransactionCoordinatorShard, data_dir,
+        super().__init__(log_name(TRANSACTION_STATE_TOPIC, partition), partition, TransactionCoordinatorShard, data_dir,
                          config, segment_bytes_key="transaction.state.log.segment.bytes")
         self._namespace = config.get(naming.NAMESPACE_KEY) or ray.get_runtime_context().namespace
         self._marker_timeout_s = int(config.get("request.timeout.ms", 30000)) / 1000
@@ -56,45 +49,24 @@ class TransactionCoordinatorActor(ShardHost):
 
     # ------------------------------------------------------------------ Kafka's APIs
 
-    async def _answer(self, operation: Callable, on_error: Callable[[int], Any]) -> Any:
-        try:
-            return await self._write(operation)
-        except Exception as e:
-            return on_error(_error_code(e))
-
     async def init_producer_id(self, request: InitProducerIdRequest) -> InitProducerIdResponse:
-        return await self._answer(lambda s, now: s.init_producer_id(request, now),
-                                  lambda code: InitProducerIdResponse(error_code=code))
+        return await self._answer(request, lambda s, now: s.init_producer_id(request, now))
 
     async def add_partitions_to_txn(self, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
-        def failed(code: int) -> AddPartitionsToTxnResponse:
-            return AddPartitionsToTxnResponse(code, tuple(AddPartitionsToTxnResult(t.transactional_id, tuple(
-                AddPartitionsToTxnTopicResult(topic.name, tuple(AddPartitionsToTxnPartitionResult(p, code)
-                                                                for p in topic.partitions))
-                for topic in t.topics)) for t in request.transactions))
-        return await self._answer(lambda s, now: s.add_partitions_to_txn(request, now), failed)
+        return await self._answer(request, lambda s, now: s.add_partitions_to_txn(request, now))
 
     async def add_offsets_to_txn(self, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
-        return await self._answer(lambda s, now: s.add_offsets_to_txn(request, now),
-                                  lambda code: AddOffsetsToTxnResponse(error_code=code))
+        return await self._answer(request, lambda s, now: s.add_offsets_to_txn(request, now))
 
     async def end_txn(self, request: EndTxnRequest) -> EndTxnResponse:
         """Answers once the markers are written and the transaction is complete."""
-        return await self._answer(lambda s, now: s.end_txn(request, now), lambda code: EndTxnResponse(error_code=code))
+        return await self._answer(request, lambda s, now: s.end_txn(request, now))
 
     async def describe_transactions(self, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
-        try:
-            return await self._read(lambda s: s.describe_transactions(request))
-        except Exception as e:
-            code = _error_code(e)
-            return DescribeTransactionsResponse(tuple(DescribeTransactionsTransactionState(code, tid)
-                                                      for tid in request.transactional_ids))
+        return await self._answer(request, lambda s: s.describe_transactions(request), read=True)
 
     async def list_transactions(self, request: ListTransactionsRequest) -> ListTransactionsResponse:
-        try:
-            return await self._read(lambda s: s.list_transactions(request, int(time.time() * 1000)))
-        except Exception as e:
-            return ListTransactionsResponse(error_code=_error_code(e))
+        return await self._answer(request, lambda s: s.list_transactions(request, now_ms()), read=True)
 
     async def pending_markers(self) -> list[str]:
         """The transactional ids whose markers are being written (for tests and status)."""

@@ -24,7 +24,7 @@ import enum
 import gc
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Hashable, Iterator, Protocol, TypeVar
+from typing import Any, Callable, Generic, Hashable, Iterator, TypeVar
 
 import msgpack
 
@@ -53,12 +53,23 @@ class Result:
     completions: tuple | list = ()
 
 
-class CoordinatorShard(Protocol):
-    """What a shard must have. It may also have `on_loaded(now_ms)`, called once its log is
-    replayed, and `records_applied(now_ms)`, called after each write's records are replayed
-    (the time of a change, which records do not carry, for soft state such as metrics)."""
+class CoordinatorShard:
+    """The base of every shard (Kafka's CoordinatorShard): `replay` applies one record, and
+    the lifecycle hooks, which do nothing unless a shard overrides them, tell it where its
+    runtime is."""
 
-    def replay(self, offset: int, record: Record) -> None: ...
+    def replay(self, offset: int, record: Record) -> None:
+        raise NotImplementedError
+
+    def on_loaded(self, now_ms: int) -> None:
+        """Its log is replayed: rebuild soft state (timers, say) from the hard state."""
+
+    def on_unloaded(self) -> None:
+        """Its runtime closes: it serves nothing more."""
+
+    def records_applied(self, now_ms: int) -> None:
+        """A write's records are replayed: the time of a change, which records do not carry,
+        for soft state such as metrics."""
 
 
 S = TypeVar("S", bound=CoordinatorShard)
@@ -209,9 +220,7 @@ class CoordinatorRuntime(Generic[S]):
                     if self.state is not CoordinatorState.LOADING or self._loads != load_id:
                         return  # closed, or loaded again, while this load was paused
                     gc.disable()
-            on_loaded = getattr(shard, "on_loaded", None)
-            if on_loaded is not None:
-                on_loaded(now_ms)
+            shard.on_loaded(now_ms)
         except BaseException:
             if self.state is not CoordinatorState.LOADING or self._loads != load_id:
                 raise  # a stale load, abandoned: the runtime belongs to another now
@@ -237,9 +246,8 @@ class CoordinatorRuntime(Generic[S]):
     def close(self) -> None:
         """Unload: pending writes fail with NOT_COORDINATOR, timers stop, the log closes."""
         self._fail_batch(KafkaError(Errors.NOT_COORDINATOR, f"{self.name} is unloading"))
-        on_unloaded = getattr(self.shard, "on_unloaded", None)
-        if on_unloaded is not None:
-            on_unloaded()
+        if self.shard is not None:
+            self.shard.on_unloaded()
         self.timer.clear()
         self.shard = None
         if self.log is not None:
@@ -293,9 +301,7 @@ class CoordinatorRuntime(Generic[S]):
             pending._finish(KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"replay failed: {e}"))
             self._revert(KafkaError(Errors.NOT_COORDINATOR, f"{self.name} reverted after a failed replay"), now_ms)
             return pending
-        applied = getattr(self.shard, "records_applied", None)
-        if applied is not None:
-            applied(now_ms)
+        self.shard.records_applied(now_ms)
         if not self._batch:
             self._batch_started_ms = now_ms
         self._batch.extend(encoded)

@@ -14,7 +14,7 @@ from .errors import CorruptRecordError
 from .logformat import (COMPACTED_RE, MANIFEST, SEGMENT_RE, Batch, BadBatch, Manifest, SegmentInfo,
                         check_segment_batches, parse_batch, read_manifest, rebuild_manifest, valid_batch_after)
 from .topics import data
-from .topics.metadata import is_internal
+from .topics.internal import is_internal
 
 ERROR, WARNING = "error", "warning"
 

@@ -28,6 +28,7 @@ from ..messages.consumer import (
     ConsumerGroupDescribeResponseTopicPartitions, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
     ConsumerGroupHeartbeatResponseAssignment, ConsumerGroupHeartbeatResponseTopicPartitions,
 )
+from ..topics.internal import is_internal
 from . import records as R
 from .consumer_classic import ClassicMembers, classic_join_timeout_key, classic_sync_timeout_key
 from .consumer_group import ConsumerGroup, ConsumerGroupMember, ConsumerGroupState
@@ -37,11 +38,11 @@ from .migration import (
     consumer_group_records, consumer_group_tombstones,
 )
 from .modern import (
-    EMPTY, AssignmentPacer, ModernGroupConfig, ModernGroupManager, assignment_from, assignment_timer_key,
-    compute_target_assignment, metadata_hash, rebalance_timeout_key, session_timeout_key,
+    EMPTY, AssignmentPacer, DescribeClasses, ModernGroupConfig, ModernGroupManager, ModernRecords,
+    assignment_message, assignment_timer_key, blank, metadata_hash, raise_if_epoch_invalid, rebalance_timeout_key,
+    updated_member_fields,
 )
 from .reconcile import MemberState, reconcile
-from .registry import find_group
 
 __all__ = ["ConsumerGroupState", "ConsumerGroupMember", "ConsumerGroup", "ConsumerGroupManager"]
 
@@ -63,18 +64,23 @@ def _is_subset(owned: dict | None, assigned: Mapping) -> bool:
 
 
 def _response_assignment(member: ConsumerGroupMember) -> ConsumerGroupHeartbeatResponseAssignment:
-    return ConsumerGroupHeartbeatResponseAssignment(tuple(
-        ConsumerGroupHeartbeatResponseTopicPartitions(t, tuple(sorted(ps)))
-        for t, ps in sorted(member.assigned_partitions.items())))
-
-
-def _describe_assignment(assignment: Mapping) -> ConsumerGroupDescribeResponseAssignment:
-    return ConsumerGroupDescribeResponseAssignment(tuple(
-        ConsumerGroupDescribeResponseTopicPartitions(t, tuple(sorted(ps))) for t, ps in sorted(assignment.items())))
+    return assignment_message(member.assigned_partitions, ConsumerGroupHeartbeatResponseAssignment,
+                              ConsumerGroupHeartbeatResponseTopicPartitions)
 
 
 class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
     group_class = ConsumerGroup
+    member_class = ConsumerGroupMember
+    records = ModernRecords((R.ConsumerGroupMetadataKey, R.ConsumerGroupMemberMetadataKey,
+                             R.ConsumerGroupTargetAssignmentMetadataKey, R.ConsumerGroupTargetAssignmentMemberKey,
+                             R.ConsumerGroupCurrentMemberAssignmentKey),
+                            R.consumer_group_epoch_record, R.consumer_group_member_subscription_tombstone,
+                            R.consumer_group_target_assignment_record, R.consumer_group_target_assignment_tombstone,
+                            R.consumer_group_target_assignment_epoch_record,
+                            R.consumer_group_current_assignment_tombstone)
+    describe_classes = DescribeClasses(ConsumerGroupDescribeResponseDescribedGroup,
+                                       ConsumerGroupDescribeResponseAssignment,
+                                       ConsumerGroupDescribeResponseTopicPartitions)
 
     def __init__(self, context: CoordinatorContext, groups: dict, classic, assignors: Mapping | None = None,
                  group_configs=None) -> None:
@@ -97,14 +103,7 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
         self._patterns: dict[str, re.Pattern] = {}
 
     def replayers(self) -> dict:
-        return {
-            R.ConsumerGroupMetadataKey: self._replay_metadata,
-            R.ConsumerGroupMemberMetadataKey: self._replay_member,
-            R.ConsumerGroupTargetAssignmentMetadataKey: self._replay_target_epoch,
-            R.ConsumerGroupTargetAssignmentMemberKey: self._replay_target_member,
-            R.ConsumerGroupCurrentMemberAssignmentKey: self._replay_current_assignment,
-            R.ConsumerGroupRegularExpressionKey: self._replay_regex,
-        }
+        return {**super().replayers(), R.ConsumerGroupRegularExpressionKey: self._replay_regex}
 
     def on_loaded(self, now_ms: int) -> None:
         for group in self.groups.values():
@@ -118,9 +117,6 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_rebalance_timeout(group.group_id, member, now_ms)
 
-    def _group(self, group_id: str) -> ConsumerGroup | None:
-        return find_group(self.groups, group_id, "consumer", Errors.GROUP_ID_NOT_FOUND)
-
     # ================================================================== validation
 
     def _pattern(self, regex: str) -> re.Pattern:
@@ -133,9 +129,6 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
         return pattern
 
     def _raise_if_invalid(self, request: ConsumerGroupHeartbeatRequest) -> None:
-        def blank(value):
-            return value is not None and not value.strip()
-
         raise_if(blank(request.group_id) or not request.group_id, Errors.INVALID_REQUEST, "GroupId can't be empty.")
         raise_if(blank(request.instance_id), Errors.INVALID_REQUEST, "InstanceId can't be empty.")
         raise_if(blank(request.rack_id), Errors.INVALID_REQUEST, "RackId can't be empty.")
@@ -169,8 +162,7 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
                                  client_id: str = "", client_host: str = "") -> Result:
         """`new_member_id` names a member that joins without an id of its own."""
         self._raise_if_invalid(request)
-        raise_if(self.topics is None, Errors.COORDINATOR_LOAD_IN_PROGRESS,
-                 "the coordinator does not know the topic metadata yet")
+        self._raise_if_no_topics()
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._leave(request, now_ms)
         return self._heartbeat(request, now_ms, new_member_id, client_id, client_host)
@@ -182,9 +174,8 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
         if instance_id is None:
             member = group.members.get(member_id)
             if epoch != 0:
-                if member is None:
-                    raise KafkaError(Errors.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group.group_id}")
-                _raise_if_epoch_invalid(member, epoch, owned)
+                member = self._member_or_raise(group, member_id)
+                raise_if_epoch_invalid(member, epoch, lambda: _is_subset(owned, member.assigned_partitions))
             return member, None
         existing = group.static_member(instance_id)
         if epoch == 0:
@@ -200,7 +191,7 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
         raise_if(existing is None, Errors.UNKNOWN_MEMBER_ID, f"instance id {instance_id} is unknown")
         raise_if(existing.member_id != member_id, Errors.FENCED_INSTANCE_ID,
                  f"static member {member_id} with instance id {instance_id} was fenced by {existing.member_id}")
-        _raise_if_epoch_invalid(existing, epoch, owned)
+        raise_if_epoch_invalid(existing, epoch, lambda: _is_subset(owned, existing.assigned_partitions))
         return existing, None
 
     def _heartbeat(self, request, now_ms: int, new_member_id: str, client_id: str, client_host: str) -> Result:
@@ -225,7 +216,7 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
                 raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"consumer group {group_id} not found")
             group = ConsumerGroup(group_id)  # replaying the records below adds it
         member_id = request.member_id or new_member_id
-        self._raise_if_full(group, request.member_id and member_id)
+        self._raise_if_full(group, member_id)
         owned = _owned_from(request.topic_partitions)
         stored, replaced = self._existing_member(group, request, member_id, owned)
 
@@ -259,15 +250,8 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
         changed = reconciled.assigned_partitions != before
         return Result(records, ConsumerGroupHeartbeatResponse(
             member_id=member_id, member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self._group_config(group_id, "consumer.heartbeat.interval.ms",
-                                                     self.config.heartbeat_interval_ms),
+            heartbeat_interval_ms=self._heartbeat_interval_ms(group_id),
             assignment=_response_assignment(reconciled) if full or changed else None), completions)
-
-    def _raise_if_full(self, group: ConsumerGroup, known_member_id: str | None) -> None:
-        if len(group.members) >= self.config.max_size and (not known_member_id
-                                                           or known_member_id not in group.members):
-            raise KafkaError(Errors.GROUP_MAX_SIZE_REACHED,
-                             f"the consumer group has reached its maximum capacity of {self.config.max_size} members")
 
     def _replace_member_records(self, group: ConsumerGroup, replaced, member) -> list:
         """The records that put `member` in the place of the static member `replaced`."""
@@ -356,15 +340,10 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
             records.append(R.consumer_group_regex_tombstone(group.group_id, old))
         return resolved
 
-    def _metadata_hash(self, group: ConsumerGroup, topics) -> int:
-        # before the first update_topics (a timer after a load) the group keeps its hash;
-        # update_topics sets it right
-        return group.metadata_hash if self.topics is None else metadata_hash(topics, self.topics)
-
     def _resolve(self, regex: str) -> frozenset[str]:
         pattern = self._pattern(regex)
         # internal topics are never matched, as in Kafka
-        return frozenset(t for t in self.topics if not t.startswith("__") and pattern.fullmatch(t))
+        return frozenset(t for t in self.topics if not is_internal(t) and pattern.fullmatch(t))
 
     def _assign(self, group: ConsumerGroup, group_epoch: int, members: dict, previous, updated,
                 resolved: dict, inherit: dict, records: list) -> dict:
@@ -375,30 +354,22 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
         def owned_of(member_id):
             return group.target_assignment.get(inherit.get(member_id, member_id), EMPTY)
 
-        try:
-            targets = compute_target_assignment(self.assignors[name], members,
-                                                lambda m: group.subscribed_topics(m, resolved), owned_of, self.topics)
-        except Exception as e:
-            raise KafkaError(Errors.UNKNOWN_SERVER_ERROR,
-                             f"failed to compute a new target assignment for epoch {group_epoch}: {e}") from e
-        for member_id, target in targets.items():
-            old = group.target_assignment.get(inherit.get(member_id, member_id))
-            if old is None or old != target:
-                records.append(R.consumer_group_target_assignment_record(group.group_id, member_id, target))
-        records.append(R.consumer_group_target_assignment_epoch_record(group.group_id, group_epoch))
+        targets = self._compute_targets(group_epoch, self.assignors[name], members,
+                                        lambda m: group.subscribed_topics(m, resolved), owned_of)
+        self._target_records(group, group_epoch, targets,
+                             lambda member_id: group.target_assignment.get(inherit.get(member_id, member_id)), records)
         return targets
 
     # ================================================================== leaving and fencing
 
     def _leave(self, request, now_ms: int) -> Result:
-        group = self._group(request.group_id)
-        raise_if(group is None, Errors.GROUP_ID_NOT_FOUND, f"consumer group {request.group_id} not found")
-        member_id, epoch = request.member_id, request.member_epoch
-        response = ConsumerGroupHeartbeatResponse(member_id=member_id, member_epoch=epoch)
+        """A dynamic member leaves at once; a static member (with an instance id) may leave
+        for good (epoch -1) or for a while (epoch -2)."""
         if request.instance_id is None:
-            member = group.members.get(member_id)
-            raise_if(member is None, Errors.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group.group_id}")
-            return self._fence(group, member, now_ms, response)
+            return super()._leave(request, now_ms)
+        group = self._group_or_raise(request.group_id)
+        member_id, epoch = request.member_id, request.member_epoch
+        response = self._leave_response(request)
         member = group.static_member(request.instance_id)
         raise_if(member is None, Errors.UNKNOWN_MEMBER_ID, f"instance id {request.instance_id} is unknown")
         raise_if(member.member_id != member_id, Errors.FENCED_INSTANCE_ID,
@@ -411,35 +382,26 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
                                       partitions_pending_revocation={})
         return Result([R.consumer_group_current_assignment_record(group.group_id, leaving)], response)
 
-    def _fence(self, group: ConsumerGroup, member, now_ms: int, response=None) -> Result:
-        return self._fence_members(group, [member], now_ms, response)
+    def _leave_response(self, request) -> ConsumerGroupHeartbeatResponse:
+        return ConsumerGroupHeartbeatResponse(member_id=request.member_id, member_epoch=request.member_epoch)
 
     def _fence_members(self, group: ConsumerGroup, members, now_ms: int, response=None) -> Result:
-        """Remove members (Kafka's consumerGroupFenceMembers): tombstones for their records
-        and for the regexes nobody else uses, then one group epoch bump so that their
-        partitions are reassigned. When every member left speaks the classic protocol, the
-        group goes back to a classic group instead (online downgrade)."""
-        if not members:
-            return Result((), response)
-        gid = group.group_id
+        """Kafka's consumerGroupFenceMembers: when every member left speaks the classic
+        protocol, the group goes back to a classic group (online downgrade) instead."""
         leaving = {m.member_id for m in members}
-        if self._may_downgrade(group, leaving):
+        if members and self._may_downgrade(group, leaving):
             return Result(self._downgraded(group, leaving, None, now_ms, rebalance=True), response)
-        records = []
-        for member in members:
-            records += [R.consumer_group_current_assignment_tombstone(gid, member.member_id),
-                        R.consumer_group_target_assignment_tombstone(gid, member.member_id),
-                        R.consumer_group_member_subscription_tombstone(gid, member.member_id)]
+        return super()._fence_members(group, members, now_ms, response)
+
+    def _subscriptions_without(self, group: ConsumerGroup, members, records: list):
+        # with the regexes nobody else uses
         topics, unused_regexes = group.subscriptions_without(members)
-        records += [R.consumer_group_regex_tombstone(gid, r) for r in sorted(unused_regexes)]
-        records.append(R.consumer_group_epoch_record(gid, group.group_epoch + 1, self._metadata_hash(group, topics)))
-        for member_id in leaving:
-            self._cancel_timers(gid, member_id)
-        return Result(records, response)
+        records += [R.consumer_group_regex_tombstone(group.group_id, r) for r in sorted(unused_regexes)]
+        return topics
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
-        for key in (session_timeout_key(group_id, member_id), rebalance_timeout_key(group_id, member_id),
-                    classic_join_timeout_key(group_id, member_id), classic_sync_timeout_key(group_id, member_id)):
+        super()._cancel_timers(group_id, member_id)
+        for key in (classic_join_timeout_key(group_id, member_id), classic_sync_timeout_key(group_id, member_id)):
             self.timer.cancel(key)
 
     # ================================================================== online upgrade and downgrade
@@ -491,35 +453,11 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
 
     # ================================================================== timers
 
-    def _schedule_session_timeout(self, group_id: str, member_id: str, now_ms: int,
-                                  timeout_ms: int | None = None) -> None:
-        """`timeout_ms`: a member of the classic protocol's, from its JoinGroup; the group's
-        consumer session timeout otherwise."""
-        def expire(_now_ms: int) -> Result:
-            group = self._live_group(group_id)
-            member = group.members.get(member_id) if group is not None else None
-            return self._fence(group, member, _now_ms) if member is not None else Result()
-        if timeout_ms is None:
-            timeout_ms = self._group_config(group_id, "consumer.session.timeout.ms", self.config.session_timeout_ms)
-        self.timer.schedule(session_timeout_key(group_id, member_id), now_ms + timeout_ms, expire)
-
-    def _group_config(self, group_id: str, name: str, default: int) -> int:
-        if self.group_configs is None or name not in self.group_configs.configs.get(group_id, ()):
-            return default
-        return self.group_configs.value(group_id, name)
-
     def _schedule_rebalance_timeout(self, group_id: str, member, now_ms: int) -> None:
-        member_id, epoch = member.member_id, member.member_epoch
-
-        def expire(_now_ms: int) -> Result:
-            # a member that revoked in time has left the epoch it was waiting in
-            group = self._live_group(group_id)
-            current = group.members.get(member_id) if group is not None else None
-            if current is None or current.member_epoch != epoch:
-                return Result()
-            return self._fence(group, current, _now_ms)
-        self.timer.schedule(rebalance_timeout_key(group_id, member_id), now_ms + max(member.rebalance_timeout_ms, 0),
-                            expire)
+        # a member that revoked in time has left the epoch it was waiting in
+        self.timer.schedule(rebalance_timeout_key(group_id, member.member_id),
+                            now_ms + max(member.rebalance_timeout_ms, 0),
+                            self._fence_on_timeout(group_id, member.member_id, member.member_epoch))
 
     def _schedule_assignment(self, group_id: str, due_ms: int) -> None:
         key = assignment_timer_key(group_id)
@@ -565,60 +503,20 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
     # ================================================================== ConsumerGroupDescribe
 
     def consumer_group_describe(self, group_ids) -> list[ConsumerGroupDescribeResponseDescribedGroup]:
-        out = []
-        for group_id in group_ids:
-            group = self.groups.get(group_id)
-            if group is None or group.type != "consumer":
-                message = (f"group {group_id} not found" if group is None
-                           else f"group {group_id} is not a consumer group")
-                out.append(ConsumerGroupDescribeResponseDescribedGroup(
-                    group_id, Errors.GROUP_ID_NOT_FOUND.code, message, group_state=str(ConsumerGroupState.DEAD)))
-                continue
-            members = tuple(ConsumerGroupDescribeResponseMember(
-                m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
-                tuple(sorted(m.subscribed_topic_names)), m.subscribed_topic_regex,
-                _describe_assignment(m.assigned_partitions),
-                _describe_assignment(group.target_assignment.get(m.member_id, EMPTY)),
-                0 if m.use_classic_protocol else 1)
-                for m in group.members.values())
-            out.append(ConsumerGroupDescribeResponseDescribedGroup(
-                group_id, group_state=str(group.state), group_epoch=group.group_epoch,
-                assignment_epoch=group.assignment_epoch,
-                assignor_name=group.preferred_assignor() or self.config.assignors[0], members=members))
-        return out
+        return self._describe(group_ids)
+
+    def _describe_member(self, group: ConsumerGroup, m: ConsumerGroupMember) -> ConsumerGroupDescribeResponseMember:
+        return ConsumerGroupDescribeResponseMember(
+            m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
+            tuple(sorted(m.subscribed_topic_names)), m.subscribed_topic_regex,
+            self._describe_assignment(m.assigned_partitions),
+            self._describe_assignment(group.target_assignment.get(m.member_id, EMPTY)),
+            0 if m.use_classic_protocol else 1)
+
+    def _assignor_name(self, group: ConsumerGroup) -> str:
+        return group.preferred_assignor() or self.config.assignors[0]
 
     # ================================================================== replay
-
-    def _replay_member(self, offset: int, key, value) -> None:
-        group = self._replay_group(key.group_id, value is not None)
-        if group is None:
-            return
-        if value is None:
-            group.apply_member_removed(key.member_id)
-            return
-        base = group.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-        group.apply_member(dataclasses.replace(
-            base, instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
-            client_host=value.client_host, subscribed_topic_names=frozenset(value.subscribed_topic_names),
-            subscribed_topic_regex=value.subscribed_topic_regex, rebalance_timeout_ms=value.rebalance_timeout_ms,
-            server_assignor=value.server_assignor, classic_member_metadata=value.classic_member_metadata))
-
-    def _replay_current_assignment(self, offset: int, key, value) -> None:
-        group = self._replay_group(key.group_id, value is not None)
-        if group is None:
-            return
-        base = group.members.get(key.member_id)
-        if value is None:
-            if base is not None:
-                group.apply_current_assignment(dataclasses.replace(
-                    base, member_epoch=LEAVE_GROUP_MEMBER_EPOCH, previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
-                    state=MemberState.STABLE, assigned_partitions={}, partitions_pending_revocation={}))
-            return
-        group.apply_current_assignment(dataclasses.replace(
-            base or ConsumerGroupMember(key.member_id), member_epoch=value.member_epoch,
-            previous_member_epoch=value.previous_member_epoch, state=MemberState.from_value(value.state),
-            assigned_partitions=assignment_from(value.assigned_partitions),
-            partitions_pending_revocation=assignment_from(value.partitions_pending_revocation)))
 
     def _replay_regex(self, offset: int, key, value) -> None:
         group = self._replay_group(key.group_id, value is not None)
@@ -630,44 +528,20 @@ class ConsumerGroupManager(ClassicMembers, ModernGroupManager):
             group.resolved_regexes[key.regular_expression] = frozenset(value.topics)
 
 
-def _raise_if_epoch_invalid(member: ConsumerGroupMember, epoch: int, owned) -> None:
-    """A member heartbeats with its current epoch, or with the one before it when the
-    response that bumped it was lost and it owns nothing beyond its assignment."""
-    if epoch > member.member_epoch:
-        raise KafkaError(Errors.FENCED_MEMBER_EPOCH,
-                         f"the member has a greater member epoch ({epoch}) than the one known by the group "
-                         f"coordinator ({member.member_epoch}); it must abandon all its partitions and rejoin")
-    if epoch < member.member_epoch and (epoch != member.previous_member_epoch
-                                        or not _is_subset(owned, member.assigned_partitions)):
-        raise KafkaError(Errors.FENCED_MEMBER_EPOCH,
-                         f"the member has a smaller member epoch ({epoch}) than the one known by the group "
-                         f"coordinator ({member.member_epoch}); it must abandon all its partitions and rejoin")
-
-
 def _updated_member(member: ConsumerGroupMember, request, client_id: str, client_host: str) -> ConsumerGroupMember:
     """The member with what the heartbeat sent; the same object when nothing changed (the
     steady-state heartbeat)."""
-    changes = {}
+    changes = updated_member_fields(member, request, client_id, client_host)
     if request.instance_id is not None and request.instance_id != member.instance_id:
         changes["instance_id"] = request.instance_id
-    if request.rack_id is not None and request.rack_id != member.rack_id:
-        changes["rack_id"] = request.rack_id
     if request.rebalance_timeout_ms != -1 and request.rebalance_timeout_ms != member.rebalance_timeout_ms:
         changes["rebalance_timeout_ms"] = request.rebalance_timeout_ms
     if request.server_assignor is not None and request.server_assignor != member.server_assignor:
         changes["server_assignor"] = request.server_assignor
-    if request.subscribed_topic_names is not None:
-        names = frozenset(request.subscribed_topic_names)
-        if names != member.subscribed_topic_names:
-            changes["subscribed_topic_names"] = names
     if request.subscribed_topic_regex is not None:
         regex = request.subscribed_topic_regex or None
         if regex != member.subscribed_topic_regex:
             changes["subscribed_topic_regex"] = regex
-    if client_id != member.client_id:
-        changes["client_id"] = client_id
-    if client_host != member.client_host:
-        changes["client_host"] = client_host
     if member.classic_member_metadata is not None:
         changes["classic_member_metadata"] = None  # it speaks the consumer protocol now
     return dataclasses.replace(member, **changes) if changes else member

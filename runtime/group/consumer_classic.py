@@ -213,11 +213,7 @@ class ClassicMembers:
             self._schedule_classic_timeout(key, group_id, member.member_id, now_ms + member.rebalance_timeout_ms)
 
     def _schedule_classic_timeout(self, key, group_id: str, member_id: str, deadline_ms: int) -> None:
-        def expire(now_ms: int) -> Result:
-            group = self._live_group(group_id)
-            member = group.members.get(member_id) if group is not None else None
-            return self._fence(group, member, now_ms) if member is not None else Result()
-        self.timer.schedule(key, deadline_ms, expire)
+        self.timer.schedule(key, deadline_ms, self._fence_on_timeout(group_id, member_id))
 
 
 def _raise_if_generation_unmatched(member: ConsumerGroupMember, generation_id: int) -> None:

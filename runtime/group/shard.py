@@ -12,7 +12,7 @@ Dynamic group configs (configs.py) live beside the groups: a group need not exis
 from __future__ import annotations
 
 from ..codec import Record
-from ..coordinator import CoordinatorContext, Result
+from ..coordinator import CoordinatorContext, CoordinatorShard, Result
 from ..errors import Errors, KafkaError, raise_if
 from ..messages.group import (
     DeletableGroupResult, DescribedGroup, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListedGroup,
@@ -32,7 +32,7 @@ __all__ = ["GroupCoordinatorShard", "EXPIRE_GROUP_METADATA_KEY"]
 EXPIRE_GROUP_METADATA_KEY = "expire-group-metadata"
 
 
-class GroupCoordinatorShard:
+class GroupCoordinatorShard(CoordinatorShard):
     def __init__(self, context: CoordinatorContext) -> None:
         self.context = context
         self.groups: dict = {}

@@ -40,7 +40,8 @@ from ..messages.share_group import (
 from . import records as R
 from .configs import GroupConfigManager
 from .modern import (
-    EMPTY, ModernGroup, ModernGroupManager, assignment_from, compute_target_assignment, metadata_hash, session_timeout_key,
+    EMPTY, DescribeClasses, ModernGroup, ModernGroupConfig, ModernGroupManager, ModernRecords, assignment_message,
+    blank, metadata_hash, raise_if_epoch_invalid, updated_member_fields,
 )
 from .reconcile import MemberState
 
@@ -229,13 +230,22 @@ def _states_from(topics) -> TopicStates:
 
 class ShareGroupManager(ModernGroupManager):
     group_class = ShareGroup
+    member_class = ShareGroupMember
+    records = ModernRecords((R.ShareGroupMetadataKey, R.ShareGroupMemberMetadataKey,
+                             R.ShareGroupTargetAssignmentMetadataKey, R.ShareGroupTargetAssignmentMemberKey,
+                             R.ShareGroupCurrentMemberAssignmentKey),
+                            R.share_group_epoch_record, R.share_group_member_subscription_tombstone,
+                            R.share_group_target_assignment_record, R.share_group_target_assignment_tombstone,
+                            R.share_group_target_assignment_epoch_record, R.share_group_current_assignment_tombstone)
+    describe_classes = DescribeClasses(ShareGroupDescribeResponseDescribedGroup, ShareGroupDescribeResponseAssignment,
+                                       ShareGroupDescribeResponseTopicPartitions)
 
-    def __init__(self, context: CoordinatorContext, groups: dict, configs: GroupConfigManager) -> None:
+    def __init__(self, context: CoordinatorContext, groups: dict, group_configs: GroupConfigManager) -> None:
         self.context = context
         self.timer = context.timer
         self.groups = groups
-        self.configs = configs
-        self.max_size = int(context.config.get("group.share.max.size", 200))
+        self.group_configs = group_configs
+        self.config = ModernGroupConfig.from_config(context.config, "group.share.", max_size=200, assignors=("simple",))
         self.retry_interval_ms = int(context.config.get("group.share.initialize.retry.interval.ms", 30000))
         self.topics: dict[str, int] | None = None
         self._released: list[ReleasedShareMember] = []
@@ -245,14 +255,7 @@ class ShareGroupManager(ModernGroupManager):
         self._altered: dict[tuple[str, str], dict[int, int]] = {}
 
     def replayers(self) -> dict:
-        return {
-            R.ShareGroupMetadataKey: self._replay_metadata,
-            R.ShareGroupMemberMetadataKey: self._replay_member,
-            R.ShareGroupTargetAssignmentMetadataKey: self._replay_target_epoch,
-            R.ShareGroupTargetAssignmentMemberKey: self._replay_target_member,
-            R.ShareGroupCurrentMemberAssignmentKey: self._replay_current_assignment,
-            R.ShareGroupStatePartitionMetadataKey: self._replay_state_metadata,
-        }
+        return {**super().replayers(), R.ShareGroupStatePartitionMetadataKey: self._replay_state_metadata}
 
     def on_loaded(self, now_ms: int) -> None:
         # the initialisations in flight before the restart are lost: ask for them again
@@ -266,25 +269,10 @@ class ShareGroupManager(ModernGroupManager):
     def _share_groups(self):
         return [g for _, g in sorted(self.groups.items()) if g.type == "share"]
 
-    def _group(self, group_id: str, create: bool) -> ShareGroup | None:
-        """Kafka's getOrMaybeCreateShareGroup: a group of another type keeps its id."""
-        group = self.groups.get(group_id)
-        if group is None:
-            raise_if(not create, Errors.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
-            return ShareGroup(group_id)  # replaying the heartbeat's records adds it
-        raise_if(group.type != "share", Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
-        return group
-
-    def _heartbeat_interval_ms(self, group_id: str) -> int:
-        return self.configs.value(group_id, "share.heartbeat.interval.ms")
-
     # ================================================================== ShareGroupHeartbeat
 
     @staticmethod
     def _raise_if_invalid(request: ShareGroupHeartbeatRequest) -> None:
-        def blank(value):
-            return value is not None and not value.strip()
-
         raise_if(not request.group_id or blank(request.group_id), Errors.INVALID_REQUEST, "GroupId can't be empty.")
         raise_if(blank(request.rack_id), Errors.INVALID_REQUEST, "RackId can't be empty.")
         epoch = request.member_epoch
@@ -302,29 +290,27 @@ class ShareGroupManager(ModernGroupManager):
                               client_id: str = "", client_host: str = "") -> Result:
         """`new_member_id` names a member that joins without an id of its own."""
         self._raise_if_invalid(request)
-        raise_if(self.topics is None, Errors.COORDINATOR_LOAD_IN_PROGRESS,
-                 "the coordinator does not know the topic metadata yet")
+        self._raise_if_no_topics()
         if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
-            return self._leave(request)
+            return self._leave(request, now_ms)
         return self._heartbeat(request, now_ms, new_member_id, client_id, client_host)
 
     def _heartbeat(self, request, now_ms: int, new_member_id: str, client_id: str, client_host: str) -> Result:
         group_id, epoch = request.group_id, request.member_epoch
-        group = self._group(group_id, create=epoch == 0)
+        group = self._group_or_raise(group_id, create=epoch == 0)
         member_id = request.member_id or new_member_id
-        stored = group.members.get(member_id)
-        max_size = self.max_size
-        raise_if(stored is None and len(group.members) >= max_size, Errors.GROUP_MAX_SIZE_REACHED,
-                 f"The share group has reached its maximum capacity of {max_size} members.")
+        self._raise_if_full(group, member_id)
         if epoch != 0:
-            raise_if(stored is None, Errors.UNKNOWN_MEMBER_ID,
-                     f"Member {member_id} is not a member of group {group_id}.")
-            _raise_if_epoch_invalid(stored, epoch)
+            stored = self._member_or_raise(group, member_id)
+            raise_if_epoch_invalid(stored, epoch)
+        else:
+            stored = group.members.get(member_id)
         member = stored if stored is not None else ShareGroupMember(member_id)
         records: list = []
 
         # 1. the member and its subscription
-        updated = _updated_member(member, request, client_id, client_host)
+        changes = updated_member_fields(member, request, client_id, client_host)
+        updated = dataclasses.replace(member, **changes) if changes else member
         if updated is not member or stored is None:
             records.append(R.share_group_member_subscription_record(group_id, updated))
         counts = group.subscribed_topic_counts_with(stored, updated)
@@ -359,49 +345,27 @@ class ShareGroupManager(ModernGroupManager):
         return Result(records, ShareGroupHeartbeatResponse(
             member_id=member_id, member_epoch=reconciled.member_epoch,
             heartbeat_interval_ms=self._heartbeat_interval_ms(group_id),
-            assignment=_response_assignment(reconciled) if full or reconciled.assigned_partitions != before else None))
+            assignment=(assignment_message(reconciled.assigned_partitions, ShareGroupHeartbeatResponseAssignment,
+                                           ShareGroupHeartbeatResponseTopicPartitions)
+                        if full or reconciled.assigned_partitions != before else None)))
 
     def _assign(self, group: ShareGroup, group_epoch: int, members: dict, records: list) -> dict:
         """The simple assignor over the initialised partitions (Kafka's TargetAssignmentBuilder)."""
         assign = functools.partial(simple, assignable=group.assignable(self.topic_ids))
-        try:
-            targets = compute_target_assignment(assign, members, lambda m: m.subscribed_topic_names,
-                                                group.target_of, self.topics)
-        except Exception as e:
-            raise KafkaError(Errors.UNKNOWN_SERVER_ERROR,
-                             f"failed to compute a new target assignment for epoch {group_epoch}: {e}") from e
-        for member_id, target in sorted(targets.items()):
-            if group.target_assignment.get(member_id) != target:
-                records.append(R.share_group_target_assignment_record(group.group_id, member_id, target))
-        records.append(R.share_group_target_assignment_epoch_record(group.group_id, group_epoch))
+        targets = self._compute_targets(group_epoch, assign, members, lambda m: m.subscribed_topic_names,
+                                        group.target_of)
+        self._target_records(group, group_epoch, dict(sorted(targets.items())), group.target_assignment.get, records)
         return targets
 
     # ================================================================== leaving and fencing
 
-    def _leave(self, request) -> Result:
-        group = self._group(request.group_id, create=False)
-        member = group.members.get(request.member_id)
-        raise_if(member is None, Errors.UNKNOWN_MEMBER_ID,
-                 f"Member {request.member_id} is not a member of group {group.group_id}.")
-        return self._fence(group, member, ShareGroupHeartbeatResponse(member_id=member.member_id,
-                                                                      member_epoch=LEAVE_GROUP_MEMBER_EPOCH))
+    def _leave_response(self, request) -> ShareGroupHeartbeatResponse:
+        return ShareGroupHeartbeatResponse(member_id=request.member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH)
 
-    def _fence(self, group: ShareGroup, member, response=None) -> Result:
-        """Remove a member: tombstones for its records, then a group epoch bump so that its
-        partitions are reassigned."""
-        gid, mid = group.group_id, member.member_id
-        records = [R.share_group_current_assignment_tombstone(gid, mid),
-                   R.share_group_target_assignment_tombstone(gid, mid),
-                   R.share_group_member_subscription_tombstone(gid, mid)]
-        # before the first update_topics (a session timer after a load) the group keeps its
-        # hash; update_topics sets it right
-        new_hash = (group.metadata_hash if self.topics is None
-                    else metadata_hash(group.subscribed_topic_counts_with(member, None), self.topics))
-        records.append(R.share_group_epoch_record(gid, group.group_epoch + 1, new_hash))
-        self.timer.cancel(session_timeout_key(gid, mid))
-        self._released.append(ReleasedShareMember(gid, mid, tuple(
-            (topic, p) for topic, ps in sorted(member.assigned_partitions.items()) for p in sorted(ps))))
-        return Result(records, response)
+    def _fenced(self, group: ShareGroup, members) -> None:
+        for member in members:
+            self._released.append(ReleasedShareMember(group.group_id, member.member_id, tuple(
+                (topic, p) for topic, ps in sorted(member.assigned_partitions.items()) for p in sorted(ps))))
 
     def released_share_members(self) -> list[ReleasedShareMember]:
         """Members removed since the last call, each listed once; the owner asks their
@@ -409,14 +373,6 @@ class ShareGroupManager(ModernGroupManager):
         expiry releases the records instead."""
         out, self._released = self._released, []
         return out
-
-    def _schedule_session_timeout(self, group_id: str, member_id: str, now_ms: int) -> None:
-        def expire(_now_ms: int) -> Result:
-            group = self._live_group(group_id)
-            member = group.members.get(member_id) if group is not None else None
-            return self._fence(group, member) if member is not None else Result()
-        timeout = self.configs.value(group_id, "share.session.timeout.ms")
-        self.timer.schedule(session_timeout_key(group_id, member_id), now_ms + timeout, expire)
 
     # ================================================================== state initialisation
 
@@ -470,7 +426,7 @@ class ShareGroupManager(ModernGroupManager):
         and the share coordinator initialises them under a new state epoch (the group
         epoch), which fences any SharePartition still holding the old state; the owner
         reports the outcome with share_group_initialized or share_group_initialize_failed."""
-        group = self._group(group_id, create=False)
+        group = self._group_or_raise(group_id)
         raise_if(bool(group.members), Errors.NON_EMPTY_GROUP,
                  f"share-group offsets can be changed only if the group {group_id!r} is inactive, but the current "
                  f"state is {group.state.value} with {len(group.members)} member(s)")
@@ -535,7 +491,7 @@ class ShareGroupManager(ModernGroupManager):
 
     def _initializing(self, group_id: str, topic_id: str, partitions):
         """The group, its initialising entry for the topic, and which of `partitions` it holds."""
-        group = self._group(group_id, create=False)
+        group = self._group_or_raise(group_id)
         entry = group.initializing.get(topic_id)
         return group, entry, sorted(frozenset(partitions) & entry[1]) if entry is not None else []
 
@@ -543,7 +499,7 @@ class ShareGroupManager(ModernGroupManager):
         """(topic id, topic name, partitions) of every partition the share coordinator may
         hold state of for the group (initialised or initialising): what to delete there
         before deleting the group."""
-        group = self._group(group_id, create=False)
+        group = self._group_or_raise(group_id)
         topics: TopicStates = {}
         for states in (group.initialized, group.initializing):
             for tid, (name, ps, _) in states.items():
@@ -608,55 +564,20 @@ class ShareGroupManager(ModernGroupManager):
     # ================================================================== ShareGroupDescribe
 
     def share_group_describe(self, group_ids) -> list[ShareGroupDescribeResponseDescribedGroup]:
-        out = []
-        for group_id in group_ids:
-            group = self.groups.get(group_id)
-            if group is None or group.type != "share":
-                message = (f"Group {group_id} not found." if group is None
-                           else f"Group {group_id} is not a share group.")
-                out.append(ShareGroupDescribeResponseDescribedGroup(
-                    group_id, Errors.GROUP_ID_NOT_FOUND.code, message, group_state=str(ShareGroupState.DEAD)))
-                continue
-            members = tuple(ShareGroupDescribeResponseMember(
-                m.member_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
-                tuple(sorted(m.subscribed_topic_names)), ShareGroupDescribeResponseAssignment(tuple(
-                    ShareGroupDescribeResponseTopicPartitions(t, tuple(sorted(ps)))
-                    for t, ps in sorted(m.assigned_partitions.items()))))
-                for _, m in sorted(group.members.items()))
-            out.append(ShareGroupDescribeResponseDescribedGroup(
-                group_id, group_state=str(group.state), group_epoch=group.group_epoch,
-                assignment_epoch=group.assignment_epoch, assignor_name="simple", members=members))
-        return out
+        return self._describe(group_ids)
+
+    def _described_members(self, group: ShareGroup):
+        return [m for _, m in sorted(group.members.items())]
+
+    def _describe_member(self, group: ShareGroup, m: ShareGroupMember) -> ShareGroupDescribeResponseMember:
+        return ShareGroupDescribeResponseMember(
+            m.member_id, m.rack_id, m.member_epoch, m.client_id, m.client_host, tuple(sorted(m.subscribed_topic_names)),
+            self._describe_assignment(m.assigned_partitions))
+
+    def _assignor_name(self, group: ShareGroup) -> str:
+        return "simple"
 
     # ================================================================== replay
-
-    def _replay_member(self, offset: int, key, value) -> None:
-        group = self._replay_group(key.group_id, value is not None)
-        if group is None:
-            return
-        if value is None:
-            group.apply_member_removed(key.member_id)
-            return
-        base = group.members.get(key.member_id) or ShareGroupMember(key.member_id)
-        group.apply_member(dataclasses.replace(
-            base, rack_id=value.rack_id, client_id=value.client_id, client_host=value.client_host,
-            subscribed_topic_names=frozenset(value.subscribed_topic_names)))
-
-    def _replay_current_assignment(self, offset: int, key, value) -> None:
-        group = self._replay_group(key.group_id, value is not None)
-        if group is None:
-            return
-        base = group.members.get(key.member_id)
-        if value is None:
-            if base is not None:
-                group.apply_current_assignment(dataclasses.replace(
-                    base, member_epoch=LEAVE_GROUP_MEMBER_EPOCH, previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
-                    assigned_partitions={}))
-            return
-        group.apply_current_assignment(dataclasses.replace(
-            base or ShareGroupMember(key.member_id), member_epoch=value.member_epoch,
-            previous_member_epoch=value.previous_member_epoch, state=MemberState.from_value(value.state),
-            assigned_partitions=assignment_from(value.assigned_partitions)))
 
     def _replay_state_metadata(self, offset: int, key, value) -> None:
         group = self._replay_group(key.group_id, value is not None)
@@ -670,35 +591,3 @@ class ShareGroupManager(ModernGroupManager):
         group.initialized = _states_from(value.initialized_topics)
         group.deleting = {t.topic_id: t.topic_name for t in value.deleting_topics}
         group.has_state_metadata = True
-
-
-def _raise_if_epoch_invalid(member: ShareGroupMember, epoch: int) -> None:
-    """A member heartbeats with its current epoch, or with the one before it when the
-    response that bumped it was lost."""
-    if epoch > member.member_epoch or (epoch < member.member_epoch and epoch != member.previous_member_epoch):
-        raise KafkaError(Errors.FENCED_MEMBER_EPOCH,
-                         f"The share group member has a {'greater' if epoch > member.member_epoch else 'smaller'} "
-                         f"member epoch ({epoch}) than the one known by the group coordinator "
-                         f"({member.member_epoch}). The member must abandon all its partitions and rejoin.")
-
-
-def _updated_member(member: ShareGroupMember, request, client_id: str, client_host: str) -> ShareGroupMember:
-    """The member with what the heartbeat sent; the same object when nothing changed."""
-    changes = {}
-    if request.rack_id is not None and request.rack_id != member.rack_id:
-        changes["rack_id"] = request.rack_id
-    if request.subscribed_topic_names is not None:
-        names = frozenset(request.subscribed_topic_names)
-        if names != member.subscribed_topic_names:
-            changes["subscribed_topic_names"] = names
-    if client_id != member.client_id:
-        changes["client_id"] = client_id
-    if client_host != member.client_host:
-        changes["client_host"] = client_host
-    return dataclasses.replace(member, **changes) if changes else member
-
-
-def _response_assignment(member: ShareGroupMember) -> ShareGroupHeartbeatResponseAssignment:
-    return ShareGroupHeartbeatResponseAssignment(tuple(
-        ShareGroupHeartbeatResponseTopicPartitions(t, tuple(sorted(ps)))
-        for t, ps in sorted(member.assigned_partitions.items())))

@@ -7,6 +7,8 @@ partitions are named by `topic_name` where Kafka's heartbeat carries a topic id.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from ..errors import KafkaError
+from .errors import answers_errors_of
 
 __all__ = [
     "ConsumerGroupHeartbeatRequestTopicPartitions", "ConsumerGroupHeartbeatRequest",
@@ -120,3 +122,18 @@ class ConsumerGroupDescribeResponseDescribedGroup:
 class ConsumerGroupDescribeResponse:
     groups: tuple[ConsumerGroupDescribeResponseDescribedGroup, ...] = ()
     throttle_time_ms: int = 0
+
+
+# ---------------------------------------------------------------------- whole-request errors (errors.py)
+
+@answers_errors_of(ConsumerGroupHeartbeatRequest)
+def _consumer_group_heartbeat_error(request: ConsumerGroupHeartbeatRequest,
+                                    error: KafkaError) -> ConsumerGroupHeartbeatResponse:
+    return ConsumerGroupHeartbeatResponse(error.code, error.message)
+
+
+@answers_errors_of(ConsumerGroupDescribeRequest)
+def _consumer_group_describe_error(request: ConsumerGroupDescribeRequest,
+                                   error: KafkaError) -> ConsumerGroupDescribeResponse:
+    return ConsumerGroupDescribeResponse(tuple(ConsumerGroupDescribeResponseDescribedGroup(g, error.code, error.message)
+                                               for g in request.group_ids))

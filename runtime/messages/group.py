@@ -2,16 +2,16 @@
 OffsetFetch, OffsetDelete, DescribeGroups, ListGroups and DeleteGroups, as in Kafka's message
 JSON schemas (latest versions), with Kafka's defaults.
 
-`error_response(request, error)` is Kafka's AbstractRequest.getErrorResponse: the response a
-request gets when the whole request fails with one error (the coordinator is loading, the
-group id is empty, a validator raised). Partition-level responses carry the error on every
-partition, as Kafka's do.
+Each request's error response (the whole request failed with one error: the coordinator is
+loading, the group id is empty, a validator raised) is registered at the end, see errors.py;
+`error_response` is re-exported from there.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import Errors
+from ..errors import Errors, KafkaError
+from .errors import answers_errors_of, error_response  # noqa: F401 (error_response: its old home)
 
 __all__ = [
     "JoinGroupRequestProtocol", "JoinGroupRequest", "JoinGroupResponseMember", "JoinGroupResponse",
@@ -27,7 +27,7 @@ __all__ = [
     "DescribeGroupsRequest", "DescribedGroupMember", "DescribedGroup", "DescribeGroupsResponse",
     "ListGroupsRequest", "ListedGroup", "ListGroupsResponse",
     "DeleteGroupsRequest", "DeletableGroupResult", "DeleteGroupsResponse",
-    "error_response", "UNKNOWN_MEMBER_ID", "UNKNOWN_GENERATION_ID",
+    "UNKNOWN_MEMBER_ID", "UNKNOWN_GENERATION_ID",
 ]
 
 UNKNOWN_MEMBER_ID = ""  # JoinGroupRequest.UNKNOWN_MEMBER_ID
@@ -354,37 +354,62 @@ class DeleteGroupsResponse:
 
 # ---------------------------------------------------------------------- whole-request errors
 
-def error_response(request, error: Errors):
-    """The response Kafka gives when `request` fails as a whole with `error`."""
-    code = error.code
-    if isinstance(request, JoinGroupRequest):
-        return JoinGroupResponse(error_code=code, member_id=request.member_id)
-    if isinstance(request, SyncGroupRequest):
-        # A loading coordinator has lost the rebalance: the member rejoins rather than
-        # looking for the coordinator again (Kafka's handleSyncGroup).
-        if error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
-            code = Errors.REBALANCE_IN_PROGRESS.code
-        return SyncGroupResponse(error_code=code)
-    if isinstance(request, HeartbeatRequest):
-        # a loading coordinator cannot judge the session; Kafka answers as if it were fine
-        if error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
-            code = Errors.NONE.code
-        return HeartbeatResponse(error_code=code)
-    if isinstance(request, LeaveGroupRequest):
-        return LeaveGroupResponse(error_code=code)
-    if isinstance(request, OffsetCommitRequest):
-        return OffsetCommitResponse(tuple(
-            OffsetCommitResponseTopic(t.name, tuple(OffsetCommitResponsePartition(p.partition_index, code)
-                                                    for p in t.partitions))
-            for t in request.topics))
-    if isinstance(request, OffsetFetchRequest):
-        return OffsetFetchResponse(tuple(OffsetFetchResponseGroup(g.group_id, error_code=code) for g in request.groups))
-    if isinstance(request, OffsetDeleteRequest):
-        return OffsetDeleteResponse(error_code=code)
-    if isinstance(request, DescribeGroupsRequest):
-        return DescribeGroupsResponse(tuple(DescribedGroup(g, error_code=code) for g in request.groups))
-    if isinstance(request, ListGroupsRequest):
-        return ListGroupsResponse(error_code=code)
-    if isinstance(request, DeleteGroupsRequest):
-        return DeleteGroupsResponse(tuple(DeletableGroupResult(g, code) for g in request.groups_names))
-    raise TypeError(f"not a group request: {type(request).__name__}")
+@answers_errors_of(JoinGroupRequest)
+def _join_group_error(request: JoinGroupRequest, error: KafkaError) -> JoinGroupResponse:
+    return JoinGroupResponse(error_code=error.code, member_id=request.member_id)
+
+
+@answers_errors_of(SyncGroupRequest)
+def _sync_group_error(request: SyncGroupRequest, error: KafkaError) -> SyncGroupResponse:
+    # A loading coordinator has lost the rebalance: the member rejoins rather than looking
+    # for the coordinator again (Kafka's handleSyncGroup).
+    if error.error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
+        return SyncGroupResponse(error_code=Errors.REBALANCE_IN_PROGRESS.code)
+    return SyncGroupResponse(error_code=error.code)
+
+
+@answers_errors_of(HeartbeatRequest)
+def _heartbeat_error(request: HeartbeatRequest, error: KafkaError) -> HeartbeatResponse:
+    # a loading coordinator cannot judge the session; Kafka answers as if it were fine
+    if error.error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
+        return HeartbeatResponse()
+    return HeartbeatResponse(error_code=error.code)
+
+
+@answers_errors_of(LeaveGroupRequest)
+def _leave_group_error(request: LeaveGroupRequest, error: KafkaError) -> LeaveGroupResponse:
+    return LeaveGroupResponse(error_code=error.code)
+
+
+@answers_errors_of(OffsetCommitRequest)
+def _offset_commit_error(request: OffsetCommitRequest, error: KafkaError) -> OffsetCommitResponse:
+    return OffsetCommitResponse(tuple(
+        OffsetCommitResponseTopic(t.name, tuple(OffsetCommitResponsePartition(p.partition_index, error.code)
+                                                for p in t.partitions))
+        for t in request.topics))
+
+
+@answers_errors_of(OffsetFetchRequest)
+def _offset_fetch_error(request: OffsetFetchRequest, error: KafkaError) -> OffsetFetchResponse:
+    return OffsetFetchResponse(tuple(OffsetFetchResponseGroup(g.group_id, error_code=error.code)
+                                     for g in request.groups))
+
+
+@answers_errors_of(OffsetDeleteRequest)
+def _offset_delete_error(request: OffsetDeleteRequest, error: KafkaError) -> OffsetDeleteResponse:
+    return OffsetDeleteResponse(error_code=error.code)
+
+
+@answers_errors_of(DescribeGroupsRequest)
+def _describe_groups_error(request: DescribeGroupsRequest, error: KafkaError) -> DescribeGroupsResponse:
+    return DescribeGroupsResponse(tuple(DescribedGroup(g, error_code=error.code) for g in request.groups))
+
+
+@answers_errors_of(ListGroupsRequest)
+def _list_groups_error(request: ListGroupsRequest, error: KafkaError) -> ListGroupsResponse:
+    return ListGroupsResponse(error_code=error.code)
+
+
+@answers_errors_of(DeleteGroupsRequest)
+def _delete_groups_error(request: DeleteGroupsRequest, error: KafkaError) -> DeleteGroupsResponse:
+    return DeleteGroupsResponse(tuple(DeletableGroupResult(g, error.code) for g in request.groups_names))

@@ -7,6 +7,8 @@ carries a topic id: the group coordinator knows topics by name.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from ..errors import KafkaError
+from .errors import answers_errors_of
 
 __all__ = [
     "ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponseTopicPartitions",
@@ -146,3 +148,33 @@ class AlterShareGroupOffsetsRequest:
 class AlterShareGroupOffsetsResponse:
     error_code: int = 0
     error_message: str | None = None
+
+
+# ---------------------------------------------------------------------- whole-request errors (errors.py)
+
+@answers_errors_of(ShareGroupHeartbeatRequest)
+def _share_group_heartbeat_error(request: ShareGroupHeartbeatRequest, error: KafkaError) -> ShareGroupHeartbeatResponse:
+    return ShareGroupHeartbeatResponse(error.code, error.message)
+
+
+@answers_errors_of(ShareGroupDescribeRequest)
+def _share_group_describe_error(request: ShareGroupDescribeRequest, error: KafkaError) -> ShareGroupDescribeResponse:
+    return ShareGroupDescribeResponse(tuple(ShareGroupDescribeResponseDescribedGroup(g, error.code, error.message)
+                                            for g in request.group_ids))
+
+
+@answers_errors_of(AlterGroupConfigRequest)
+def _alter_group_config_error(request: AlterGroupConfigRequest, error: KafkaError) -> AlterGroupConfigResponse:
+    return AlterGroupConfigResponse(request.group_id, error.code, error.message)
+
+
+@answers_errors_of(DescribeGroupConfigRequest)
+def _describe_group_config_error(request: DescribeGroupConfigRequest,
+                                 error: KafkaError) -> DescribeGroupConfigResponse:
+    return DescribeGroupConfigResponse(request.group_id, error.code, error.message)
+
+
+@answers_errors_of(AlterShareGroupOffsetsRequest)
+def _alter_share_group_offsets_error(request: AlterShareGroupOffsetsRequest,
+                                     error: KafkaError) -> AlterShareGroupOffsetsResponse:
+    return AlterShareGroupOffsetsResponse(error.code, error.message)

@@ -15,9 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..share.records import PersisterStateBatch
+from ..errors import KafkaError
+from .errors import answers_errors_of
 
 __all__ = [
-    "PersisterStateBatch",
+    "PersisterStateBatch", "UNINITIALIZED_START_OFFSET", "UNINITIALIZED_DELIVERY_COMPLETE_COUNT",
     "InitializeShareGroupStateRequest", "InitializeStateData", "InitializeStatePartitionData",
     "InitializeShareGroupStateResponse", "InitializeStateResult", "InitializeStatePartitionResult",
     "ReadShareGroupStateRequest", "ReadStateData", "ReadStatePartitionData",
@@ -29,6 +31,11 @@ __all__ = [
     "ReadShareGroupStateSummaryRequest", "ReadStateSummaryData", "ReadStateSummaryPartitionData",
     "ReadShareGroupStateSummaryResponse", "ReadStateSummaryResult", "ReadStateSummaryPartitionResult",
 ]
+
+# What the share coordinator reports for a share partition whose state never had a start
+# offset (or delivery-complete count) written (Kafka's PartitionFactory).
+UNINITIALIZED_START_OFFSET = -1
+UNINITIALIZED_DELIVERY_COMPLETE_COUNT = -1
 
 
 # ---- InitializeShareGroupState (API key 83) ----
@@ -96,7 +103,7 @@ class ReadStatePartitionResult:
     error_code: int = 0
     error_message: str | None = None
     state_epoch: int = 0
-    start_offset: int = 0  # -1 when the share partition was never initialised with one
+    start_offset: int = 0  # UNINITIALIZED_START_OFFSET: the share partition was never initialised with one
     state_batches: tuple[PersisterStateBatch, ...] = ()
 
 
@@ -230,3 +237,28 @@ class ReadStateSummaryResult:
 @dataclass(frozen=True)
 class ReadShareGroupStateSummaryResponse:
     results: tuple[ReadStateSummaryResult, ...] = ()
+
+
+# ---------------------------------------------------------------------- whole-request errors (errors.py)
+
+def _per_partition(response: type, topic_result: type, partition_result: type):
+    """The builder of a share-state response that answers each partition of each topic."""
+    def build(request, error: KafkaError):
+        return response(tuple(
+            topic_result(t.topic_id, tuple(partition_result(p.partition, error_code=error.code,
+                                                            error_message=error.message) for p in t.partitions))
+            for t in request.topics))
+    return build
+
+
+for _request, _shape in {
+    InitializeShareGroupStateRequest: (InitializeShareGroupStateResponse, InitializeStateResult,
+                                       InitializeStatePartitionResult),
+    ReadShareGroupStateRequest: (ReadShareGroupStateResponse, ReadStateResult, ReadStatePartitionResult),
+    WriteShareGroupStateRequest: (WriteShareGroupStateResponse, WriteStateResult, WriteStatePartitionResult),
+    DeleteShareGroupStateRequest: (DeleteShareGroupStateResponse, DeleteStateResult, DeleteStatePartitionResult),
+    ReadShareGroupStateSummaryRequest: (ReadShareGroupStateSummaryResponse, ReadStateSummaryResult,
+                                        ReadStateSummaryPartitionResult),
+}.items():
+    answers_errors_of(_request)(_per_partition(*_shape))
+del _request, _shape

@@ -9,6 +9,8 @@ batches, which the client decodes (the leader never re-encodes records).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from ..errors import KafkaError
+from .errors import answers_errors_of
 
 __all__ = [
     "CreatableTopicConfig", "CreatableTopic", "CreateTopicsRequest", "CreatableTopicResult", "CreateTopicsResponse",
@@ -219,3 +221,33 @@ class ListOffsetsResponse:
     timestamp: int = -1
     offset: int = -1
     error_message: str | None = None
+
+
+# ---------------------------------------------------------------------- whole-request errors (errors.py)
+
+@answers_errors_of(CreateTopicsRequest)
+def _create_topics_error(request: CreateTopicsRequest, error: KafkaError) -> CreateTopicsResponse:
+    return CreateTopicsResponse(tuple(CreatableTopicResult(t.name, None, error.code, error.message)
+                                      for t in request.topics))
+
+
+@answers_errors_of(DeleteTopicsRequest)
+def _delete_topics_error(request: DeleteTopicsRequest, error: KafkaError) -> DeleteTopicsResponse:
+    return DeleteTopicsResponse(tuple(DeletableTopicResult(n, None, error.code, error.message)
+                                      for n in request.topic_names))
+
+
+@answers_errors_of(CreatePartitionsRequest)
+def _create_partitions_error(request: CreatePartitionsRequest, error: KafkaError) -> CreatePartitionsResponse:
+    return CreatePartitionsResponse(tuple(CreatePartitionsTopicResult(t.name, error.code, error.message)
+                                          for t in request.topics))
+
+
+@answers_errors_of(ProduceRequest)
+def _produce_error(request: ProduceRequest, error: KafkaError) -> ProduceResponse:
+    return ProduceResponse(request.topic, request.partition, error.code, error_message=error.message)
+
+
+@answers_errors_of(ListOffsetsRequest)
+def _list_offsets_error(request: ListOffsetsRequest, error: KafkaError) -> ListOffsetsResponse:
+    return ListOffsetsResponse(request.topic, request.partition, error.code, error_message=error.message)

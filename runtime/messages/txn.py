@@ -11,6 +11,8 @@ nested structs carry their message's name as a prefix.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from ..errors import KafkaError
+from .errors import answers_errors_of
 
 __all__ = [
     "InitProducerIdRequest", "InitProducerIdResponse",
@@ -273,3 +275,47 @@ class TxnOffsetCommitResponseTopic:
 class TxnOffsetCommitResponse:
     topics: tuple[TxnOffsetCommitResponseTopic, ...] = ()
     throttle_time_ms: int = 0
+
+
+# ---------------------------------------------------------------------- whole-request errors (errors.py)
+
+@answers_errors_of(InitProducerIdRequest)
+def _init_producer_id_error(request: InitProducerIdRequest, error: KafkaError) -> InitProducerIdResponse:
+    return InitProducerIdResponse(error_code=error.code)
+
+
+@answers_errors_of(AddPartitionsToTxnRequest)
+def _add_partitions_to_txn_error(request: AddPartitionsToTxnRequest, error: KafkaError) -> AddPartitionsToTxnResponse:
+    return AddPartitionsToTxnResponse(error.code, tuple(AddPartitionsToTxnResult(t.transactional_id, tuple(
+        AddPartitionsToTxnTopicResult(topic.name, tuple(AddPartitionsToTxnPartitionResult(p, error.code)
+                                                        for p in topic.partitions))
+        for topic in t.topics)) for t in request.transactions))
+
+
+@answers_errors_of(AddOffsetsToTxnRequest)
+def _add_offsets_to_txn_error(request: AddOffsetsToTxnRequest, error: KafkaError) -> AddOffsetsToTxnResponse:
+    return AddOffsetsToTxnResponse(error_code=error.code)
+
+
+@answers_errors_of(EndTxnRequest)
+def _end_txn_error(request: EndTxnRequest, error: KafkaError) -> EndTxnResponse:
+    return EndTxnResponse(error_code=error.code)
+
+
+@answers_errors_of(DescribeTransactionsRequest)
+def _describe_transactions_error(request: DescribeTransactionsRequest,
+                                 error: KafkaError) -> DescribeTransactionsResponse:
+    return DescribeTransactionsResponse(tuple(DescribeTransactionsTransactionState(error.code, tid)
+                                              for tid in request.transactional_ids))
+
+
+@answers_errors_of(ListTransactionsRequest)
+def _list_transactions_error(request: ListTransactionsRequest, error: KafkaError) -> ListTransactionsResponse:
+    return ListTransactionsResponse(error_code=error.code)
+
+
+@answers_errors_of(TxnOffsetCommitRequest)
+def _txn_offset_commit_error(request: TxnOffsetCommitRequest, error: KafkaError) -> TxnOffsetCommitResponse:
+    return TxnOffsetCommitResponse(tuple(TxnOffsetCommitResponseTopic(t.name, tuple(
+        TxnOffsetCommitResponsePartition(p.partition_index, error.code) for p in t.partitions))
+        for t in request.topics))

@@ -25,10 +25,11 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from ..codec import Record
-from ..coordinator import CoordinatorContext, Result
+from ..coordinator import CoordinatorContext, CoordinatorShard, Result
 from ..errors import Errors, KafkaError, raise_if
 from ..hashing import partition_for
 from ..messages.share_state import (
+    UNINITIALIZED_DELIVERY_COMPLETE_COUNT, UNINITIALIZED_START_OFFSET,
     DeleteShareGroupStateRequest, DeleteShareGroupStateResponse, DeleteStatePartitionResult, DeleteStateResult,
     InitializeShareGroupStateRequest, InitializeShareGroupStateResponse, InitializeStatePartitionResult,
     InitializeStateResult, ReadShareGroupStateRequest, ReadShareGroupStateResponse,
@@ -42,7 +43,7 @@ from .records import (
     share_snapshot_record, share_state_tombstones, share_update_record,
 )
 
-__all__ = ["ShareCoordinatorShard", "state_partition_for", "apply_update",
+__all__ = ["ShareCoordinatorShard", "share_coordinator_key", "state_partition_for", "apply_update",
            "SNAPSHOT_UPDATE_RECORDS_PER_SNAPSHOT", "STATE_TOPIC_NUM_PARTITIONS",
            "UNINITIALIZED_START_OFFSET", "UNINITIALIZED_DELIVERY_COMPLETE_COUNT"]
 
@@ -50,18 +51,21 @@ SNAPSHOT_UPDATE_RECORDS_PER_SNAPSHOT = "share.coordinator.snapshot.update.record
 STATE_TOPIC_NUM_PARTITIONS = "share.coordinator.state.topic.num.partitions"
 DEFAULTS = {SNAPSHOT_UPDATE_RECORDS_PER_SNAPSHOT: 500, STATE_TOPIC_NUM_PARTITIONS: 50}
 
-UNINITIALIZED_START_OFFSET = -1
-UNINITIALIZED_DELIVERY_COMPLETE_COUNT = -1
 _MAX_DELIVERY_COUNT = 32767  # an int16 on the wire
 _DELIVERY_STATES = frozenset(int(s) for s in RecordState)
 
 Key = tuple[str, str, int]  # (group id, topic id, partition)
 
 
+def share_coordinator_key(group_id: str, topic_id: str, partition: int) -> str:
+    """The key a share partition's state is found by (Kafka's SharePartitionKey
+    asCoordinatorKey), hashed as a group id is."""
+    return f"{group_id}:{topic_id}:{partition}"
+
+
 def state_partition_for(group_id: str, topic_id: str, partition: int, num_partitions: int) -> int:
-    """The share-group state partition that owns a share partition (Kafka hashes the
-    coordinator key "group:topic:partition" as it hashes a group id)."""
-    return partition_for(f"{group_id}:{topic_id}:{partition}", num_partitions)
+    """The share-group state partition that owns a share partition."""
+    return partition_for(share_coordinator_key(group_id, topic_id, partition), num_partitions)
 
 
 def apply_update(state: ShareSnapshotValue | None, update: ShareUpdateValue) -> ShareSnapshotValue:
@@ -81,7 +85,7 @@ def apply_update(state: ShareSnapshotValue | None, update: ShareUpdateValue) -> 
         state_batches=tuple(combine_state_batches(state.state_batches, update.state_batches, start)))
 
 
-class ShareCoordinatorShard:
+class ShareCoordinatorShard(CoordinatorShard):
     def __init__(self, context: CoordinatorContext) -> None:
         self.context = context
         self.snapshot_every = int(context.config.get(SNAPSHOT_UPDATE_RECORDS_PER_SNAPSHOT,

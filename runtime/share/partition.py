@@ -31,8 +31,10 @@ from typing import Any, Iterable, Sequence
 from ..errors import Errors, KafkaError, raise_if
 from ..group.configs import parse_share_auto_offset_reset
 from ..messages.share import BATCH_OPTIMIZED, RECORD_LIMIT, AcknowledgementBatch, AcknowledgeType, AcquiredRecords
-from ..messages.share_state import (ReadShareGroupStateRequest, ReadStateData, ReadStatePartitionData,
-                                    WriteShareGroupStateRequest, WriteStateData, WriteStatePartitionData)
+from ..messages.share_state import (UNINITIALIZED_START_OFFSET, ReadShareGroupStateRequest, ReadStateData,
+                                    ReadStatePartitionData, WriteShareGroupStateRequest, WriteStateData,
+                                    WriteStatePartitionData)
+from ..messages.topics import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from .inflight import EMPTY_MEMBER_ID, TERMINAL, GapWindow, InFlightBatch, InFlightState, LockTimer
 from .records import PersisterStateBatch, RecordState
 
@@ -42,11 +44,6 @@ __all__ = ["SharePartition", "SharePartitionState", "PendingShareWrite", "ShareA
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = (
     RecordState.AVAILABLE, RecordState.ACQUIRED, RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 
-# ListOffsets timestamps the caller resolves for share.auto.offset.reset.
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-# The start offset the share coordinator reports for a share partition never written to.
-UNINITIALIZED_START_OFFSET = -1
 
 DEFAULTS = {
     "group.share.partition.max.record.locks": 2000,

@@ -8,13 +8,14 @@ import re
 from dataclasses import dataclass
 
 from ..codec import Record
-from ..coordinator import CoordinatorContext, Result
+from ..coordinator import CoordinatorContext, CoordinatorShard, Result
 from ..errors import Errors, KafkaError
 from ..messages.topics import (CreatableTopicResult, CreatePartitionsRequest, CreatePartitionsResponse,
                                CreatePartitionsTopicResult, CreateTopicsRequest, CreateTopicsResponse,
                                DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse, MetadataRequest,
                                MetadataResponse, MetadataResponsePartition, MetadataResponseTopic)
 from .records import TopicKey, topic_record, topic_tombstone
+from .internal import is_internal
 
 # Kafka's Topic.validate: legal characters and length.
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -32,11 +33,6 @@ class TopicInfo:
     topic_id: str
     partitions: int
     configs: dict
-
-
-def is_internal(name: str) -> bool:
-    """Names starting with "__" belong to the coordinators' logs (__consumer_offsets, ...)."""
-    return name.startswith("__")
 
 
 def validate_topic_name(name: str) -> None:
@@ -66,7 +62,7 @@ def validate_topic_configs(configs: dict) -> dict:
     return out
 
 
-class TopicMetadataShard:
+class TopicMetadataShard(CoordinatorShard):
     def __init__(self, context: CoordinatorContext) -> None:
         self.context = context
         self.topics: dict[str, TopicInfo] = {}

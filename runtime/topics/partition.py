@@ -19,6 +19,7 @@ from ..messages.topics import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTA
                                AbortedTransaction, FetchedBatch, FetchResponse, ListOffsetsResponse, ProduceRequest)
 from .data import decode_entries, encode_control, validate_payload
 from .producer_state import DuplicateBatch, ProducerStateManager
+from .internal import log_name
 
 # Kafka's topic-level defaults.
 DEFAULTS = {
@@ -36,7 +37,7 @@ class PartitionLog:
         self.partition = partition
         self.configs = {**DEFAULTS, **(configs or {})}
         self.log = FileLog(directory, LogConfig(int(self.configs["segment.bytes"]), fsync), io=io,
-                           name=f"{topic}-{partition}")
+                           name=log_name(topic, partition))
         self.producers = self._load_producers()
 
     def _load_producers(self) -> ProducerStateManager:

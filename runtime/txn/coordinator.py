@@ -26,7 +26,7 @@ import re
 from typing import NamedTuple
 
 from ..codec import Record
-from ..coordinator import CoordinatorContext, Deferred, Result
+from ..coordinator import CoordinatorContext, CoordinatorShard, Deferred, Result
 from ..errors import Errors, KafkaError, raise_if
 from ..hashing import partition_for
 from ..messages.txn import (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnPartitionResult,
@@ -37,6 +37,7 @@ from ..messages.txn import (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, Add
                             InitProducerIdRequest, InitProducerIdResponse, ListTransactionsRequest,
                             ListTransactionsResponse, ListTransactionsTransactionState, WritableTxnMarker,
                             WritableTxnMarkerTopic, WriteTxnMarkersRequest)
+from ..topics.internal import OFFSETS_TOPIC
 from .records import (ProducerIdBlockKey, TransactionLogKey, producer_id_block_record, transaction_log_record,
                       transaction_log_tombstone)
 from .state import (MAX_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TV_2, TransactionMetadata, TransactionState,
@@ -46,7 +47,6 @@ __all__ = ["TransactionCoordinatorShard", "TxnMarkers", "PRODUCER_ID_BLOCK_SIZE"
 
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 MAX_RETRY_EPOCH = MAX_EPOCH - 1  # the last epoch a client sees before its producer id rotates
-OFFSETS_TOPIC = "__consumer_offsets"
 
 DEFAULTS = {
     "transaction.max.timeout.ms": 900000,
@@ -86,7 +86,7 @@ class TxnMarkers(NamedTuple):
 _PREPARE = (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT)
 
 
-class TransactionCoordinatorShard:
+class TransactionCoordinatorShard(CoordinatorShard):
     def __init__(self, context: CoordinatorContext) -> None:
         self.context = context
         config = {**DEFAULTS, **context.config}

@@ -18,10 +18,9 @@ import enum
 from dataclasses import dataclass, replace
 
 from ..errors import Errors, KafkaError
+from ..logformat import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from .records import TransactionLogPartitions, TransactionLogValue
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767  # Short.MAX_VALUE
 TV_1 = 1  # transaction.version feature levels (Kafka's TransactionVersion); 0 behaves as 1
 TV_2 = 2

@@ -256,7 +256,7 @@ def test_transaction_request_errors(cluster, topic):
 
 
 def test_a_coordinator_refuses_transactional_ids_of_another_partition(cluster):
-    assert cluster.coordinator_partition("other-0", "transaction.state.log.num.partitions") == 1
+    assert naming.coordinator_partition(naming.CoordinatorType.TRANSACTION, "other-0", cluster.config) == 1
     wrong = ray.get(cluster._actor(naming.transaction_coordinator(0)).init_producer_id.remote(
         InitProducerIdRequest("other-0", 1000)), timeout=30)
     assert wrong.error_code == Errors.NOT_COORDINATOR.code

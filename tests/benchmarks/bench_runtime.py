@@ -29,7 +29,7 @@ from typing import NamedTuple
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 from runtime.codec import Record, encode_records, register  # noqa: E402
-from runtime.coordinator import CoordinatorRuntime, Result  # noqa: E402
+from runtime.coordinator import CoordinatorRuntime, CoordinatorShard, Result  # noqa: E402
 from runtime.log import FileLog, LogConfig  # noqa: E402
 
 # apache/kafka PR #20547: the Java loader replays about 4.4 million records/s (mocked log).
@@ -53,7 +53,7 @@ class BenchOffsetValue(NamedTuple):
 register(990, BenchOffsetKey, BenchOffsetValue)
 
 
-class OffsetShard:
+class OffsetShard(CoordinatorShard):
     """Keeps the newest offset per (group, topic, partition), like OffsetMetadataManager."""
 
     def __init__(self, context) -> None:

@@ -620,7 +620,7 @@ def test_describe_a_classic_group_id(tmp_path):
     commit(h, "", -1, group_id="simple")
     (described,) = h.read(lambda s: s.consumer_group_describe(["simple"]))
     assert described.error_code == Errors.GROUP_ID_NOT_FOUND.code
-    assert described.error_message == "group simple is not a consumer group"
+    assert described.error_message == "Group simple is not a consumer group."
 
 
 def test_timers_come_back_after_a_restart(tmp_path):

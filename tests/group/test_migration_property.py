@@ -22,8 +22,8 @@ from runtime.group.consumer_protocol import decode_assignment, encode_assignment
 from runtime.group.shard import GroupCoordinatorShard
 from runtime.messages.consumer import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatRequestTopicPartitions
 from runtime.messages.group import (
-    UNKNOWN_MEMBER_ID, HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol, LeaveGroupRequest,
-    MemberIdentity, SyncGroupRequest,
+    HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol, LeaveGroupRequest, MemberIdentity,
+    SyncGroupRequest,
 )
 from runtime.testing import ShardHarness
 
@@ -79,13 +79,13 @@ class ClassicClient:
     classic = True
 
     def __init__(self, member_id: str, cooperative: bool, owned=(), generation: int = -1) -> None:
-        self.member_id = self.base_id = member_id
-        self.incarnation = 0
+        self.member_id = member_id
         self.cooperative = cooperative
         self.owned: set = set(owned)
         self.last_assignment: set = set(owned)
         self.generation = generation
         self.need_join = generation < 0
+        self.unknown = False  # told UNKNOWN_MEMBER_ID: it joins again without a member id, as Kafka's clients do
 
     def protocols(self) -> tuple:
         claimed = self.owned if self.cooperative else self.last_assignment
@@ -95,11 +95,6 @@ class ClassicClient:
 
     def lose(self) -> None:
         self.owned, self.last_assignment, self.generation, self.need_join = set(), set(), -1, True
-
-    def new_member_id(self) -> str:
-        """The id the coordinator gives this client if it joins as a new member."""
-        self.incarnation += 1
-        return self.base_id if self.incarnation == 1 else f"{self.base_id}.{self.incarnation}"
 
     def step(self, h: ShardHarness) -> None:
         if not self.need_join:
@@ -116,23 +111,22 @@ class ClassicClient:
             return
         if not self.cooperative:
             self.owned = set()  # eager: revoke everything first
-        join = JoinGroupRequest(G, SESSION_MS, self.member_id, "consumer", self.protocols(), REBALANCE_MS)
+        join = JoinGroupRequest(G, SESSION_MS, "" if self.unknown else self.member_id, "consumer", self.protocols(),
+                                REBALANCE_MS)
         try:
-            # a consumer group answers at once; a join naming a member of a group that is gone
-            # is refused before anything is written
-            pending = h.write(lambda s, now: s.join_group(join, now, self.new_member_id()))
-            assert pending.done
+            # a validator's error (the group is gone: UNKNOWN_MEMBER_ID) comes from the write itself
+            pending = h.write(lambda s, now: s.join_group(join, now, self.member_id))
+            assert pending.done  # a consumer group answers at once
             joined = pending.result()
         except KafkaError as e:
             assert e.error in (Errors.UNKNOWN_MEMBER_ID, Errors.GROUP_MAX_SIZE_REACHED), e
+            self.unknown = e.error is Errors.UNKNOWN_MEMBER_ID
             self.lose()
-            if e.error is Errors.UNKNOWN_MEMBER_ID:
-                self.member_id = UNKNOWN_MEMBER_ID  # as Kafka's client: join again as a new member
             return
         if joined.error_code:
             assert joined.error_code in (Errors.MEMBER_ID_REQUIRED.code, Errors.REBALANCE_IN_PROGRESS.code), joined
             if joined.error_code == Errors.MEMBER_ID_REQUIRED.code:
-                self.member_id = joined.member_id
+                self.unknown = False  # the id it was given is its own (the harness gives it the same)
             return
         self.generation = joined.generation_id
         sync = SyncGroupRequest(G, self.generation, self.member_id, None, "consumer", joined.protocol_name, ())

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from runtime.codec import Record, register
-from runtime.coordinator import CoordinatorContext, Deferred, Result
+from runtime.coordinator import CoordinatorContext, CoordinatorShard, Deferred, Result
 from runtime.errors import Errors, raise_if
 
 
@@ -25,7 +25,7 @@ def expiry_key(key: str) -> str:
     return f"expire-{key}"
 
 
-class KvShard:
+class KvShard(CoordinatorShard):
     def __init__(self, context: CoordinatorContext) -> None:
         self.context = context
         self.data: dict[str, int] = {}

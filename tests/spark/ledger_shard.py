@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from runtime.codec import Record, register
-from runtime.coordinator import CoordinatorContext, Result
+from runtime.coordinator import CoordinatorContext, CoordinatorShard, Result
 
 
 class BalanceKey(NamedTuple):
@@ -38,7 +38,7 @@ register(951, CounterSnapshotKey, CounterSnapshotValue)
 register(952, CounterUpdateKey, CounterUpdateValue, compaction="delta", snapshot_of=951)
 
 
-class LedgerShard:
+class LedgerShard(CoordinatorShard):
     def __init__(self, context: CoordinatorContext) -> None:
         self.context = context
         self.balances: dict[str, int] = {}
