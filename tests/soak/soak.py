@@ -320,6 +320,27 @@ class Soak:
 
     # ------------------------------------------------------------------ the checks
 
+    def _share_diagnosis(self, drainer: "ShareMember") -> dict:
+        """Where a share group that did not drain stands, for the violation's message."""
+        out: dict = {}
+        try:
+            out["drainer_assignment"] = sorted(tp.partition for tp in drainer.consumer.assignment())
+        except Exception as e:
+            out["drainer_assignment"] = repr(e)
+        for p in range(PARTITIONS):
+            name = naming.share_partition("soak-share", TOPIC, p)
+            try:
+                states = self.cluster.directory.call(name, "record_states", timeout_s=10)
+                held = {}
+                for o, v in states.items():
+                    if o != "start_offset" and v[0] != "ACKNOWLEDGED":
+                        held[v[0]] = held.get(v[0], 0) + 1
+                out[p] = {"start_offset": states["start_offset"], "not_acknowledged": held,
+                          "status": self.cluster.directory.call(name, "status", timeout_s=10)}
+            except Exception as e:
+                out[p] = repr(e)
+        return out
+
     def check(self, workers: list[Worker]) -> dict:
         violations = [f"{w.name} did not stop" for w in workers if w.is_alive()]
         log = {(p, o): v for p in range(PARTITIONS) for o, v in read_partition(self.cluster, TOPIC, p)}
@@ -356,7 +377,8 @@ class Soak:
             except Exception:  # a fault's restart still under way
                 time.sleep(0.2)
         else:
-            violations.append(f"the share group did not reach the end of the log ({ends}) in {DRAIN_S}s")
+            violations.append(f"the share group did not reach the end of the log ({ends}) in {DRAIN_S}s: "
+                              f"{self._share_diagnosis(drainer)}")
         drainer.close()
         violations += [f"share record {k} acknowledged {n} times" for k, n in self.share_acked.items() if n > 1][:10]
         violations += [f"share record {k} never acknowledged yet delivered only {self.share_seen.get(k)}"
