@@ -102,7 +102,10 @@ class GroupCoordinatorActor(ShardHost):
     # ------------------------------------------------------------------ offsets
 
     async def offset_commit(self, request: OffsetCommitRequest) -> OffsetCommitResponse:
-        return await self._answer_write(request, lambda s, now: s.offset_commit(request, now), request.group_id)
+        # Filed apart from the group's membership: no heartbeat, join or sync answer reads
+        # committed offsets, so none waits for a commit's flush.
+        return await self._answer_write(request, lambda s, now: s.offset_commit(request, now),
+                                        (request.group_id, "offsets"))
 
     async def offset_fetch(self, request: OffsetFetchRequest) -> OffsetFetchResponse:
         if request.require_stable:
