@@ -407,6 +407,8 @@ class CoordinatorRuntime(Generic[S]):
 
     def _batch_holding(self, offset: int) -> _Batch:
         """The batch, not durable yet, that holds this offset."""
+        if self._open is not None and offset >= self._open.base_offset:
+            return self._open  # the common case: the records just replayed
         batches = ([self._inflight[1]] if self._inflight else []) + self._sealed + ([self._open] if self._open else [])
         for batch in batches:
             if offset < batch.end_offset:
