@@ -28,7 +28,8 @@ path as a restart. Its cost, a reload, is paid only when the disk fails. A log t
 goes offline (runtime.log) and is reopened by that reload. The responses of the failed batch
 are answered with a retriable error once its bytes are off the file: while the log could not
 yet cut them (``unsettled``), they wait, so that no write answered with an error is found
-whole by a later load.
+whole by a later load. The writes of later batches, computed on top of the failed one, fail
+at once: none of their records reached the log.
 
 Nothing here reads a clock or does I/O other than through the log.
 """
