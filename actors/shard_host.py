@@ -52,7 +52,7 @@ class ShardHost:
         self._log_dir = os.path.join(data_dir, log_name)
         log_config = LogConfig(int(config.get(segment_bytes_key, LogConfig.segment_bytes)),
                                _truthy(config.get("log.flush.fsync", True)))
-        io = _log_io(config)
+        io = _log_io(config, log_name)
         self.runtime = CoordinatorRuntime(
             log_name, partition, shard_factory,
             lambda: metrics.TimedLog(FileLog(self._log_dir, log_config, name=log_name, **io), log_name), config,
@@ -252,14 +252,14 @@ class ShardHost:
         self._kick()
 
 
-def _log_io(config: dict) -> dict:
-    """`log.io.class` ("module:Class", an OsIO built with the config) puts the coordinator
-    logs on another disk: a test's or a benchmark's slow or failing one."""
+def _log_io(config: dict, log_name: str) -> dict:
+    """`log.io.class` ("module:Class", an OsIO built with the config and the log's name)
+    puts the coordinator logs on another disk: a test's or a benchmark's slow or failing one."""
     path = config.get("log.io.class")
     if not path:
         return {}
     module, _, name = path.partition(":")
-    return {"io": getattr(importlib.import_module(module), name)(config)}
+    return {"io": getattr(importlib.import_module(module), name)(config, log_name)}
 
 
 def _truthy(v) -> bool:
