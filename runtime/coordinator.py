@@ -39,7 +39,7 @@ import enum
 import gc
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Hashable, Iterator, Protocol, TypeVar
+from typing import Any, Callable, Generic, Hashable, Iterator, NamedTuple, Protocol, TypeVar
 
 import msgpack
 
@@ -68,8 +68,7 @@ class Result:
     completions: tuple | list = ()
 
 
-@dataclass(frozen=True, slots=True)
-class WriteBatch:
+class WriteBatch(NamedTuple):
     """A batch the owner writes: append it to the log (it lands at `base_offset`), flush it,
     and report the outcome to the runtime that handed it out (see `write_batch`)."""
     base_offset: int
@@ -394,7 +393,12 @@ class CoordinatorRuntime(Generic[S]):
             waiter = self._deferred.pop(key, None)
             if waiter is not None:
                 ready.append((waiter, response))
-        holder = self._batch_holding(after - 1) if after > self._committed else None
+        if after <= self._committed:
+            holder = None
+        elif self._open is not None and after > self._open.base_offset:
+            holder = self._open  # the common case: the records just replayed
+        else:
+            holder = self._batch_holding(after - 1)
         for waiter, response in ready:
             if response is not _KEEP:
                 if isinstance(response, KafkaError):
@@ -408,8 +412,6 @@ class CoordinatorRuntime(Generic[S]):
 
     def _batch_holding(self, offset: int) -> _Batch:
         """The batch, not durable yet, that holds this offset."""
-        if self._open is not None and offset >= self._open.base_offset:
-            return self._open  # the common case: the records just replayed
         batches = ([self._inflight[1]] if self._inflight else []) + self._sealed + ([self._open] if self._open else [])
         for batch in batches:
             if offset < batch.end_offset:
@@ -523,8 +525,9 @@ class CoordinatorRuntime(Generic[S]):
         """The owner's report: the batch is in the log and flushed. Its responses go out."""
         batch = self._take_inflight(write)
         self._committed = batch.end_offset
-        # Keys whose records are all durable need no entry: a missing key waits for nothing.
-        self._key_end = {k: end for k, end in self._key_end.items() if end > self._committed}
+        if self._key_end:
+            # Keys whose records are all durable need no entry: a missing key waits for nothing.
+            self._key_end = {k: end for k, end in self._key_end.items() if end > self._committed}
         for w in batch.waiters:
             w._finish(w.error)
         if self._revert_due:
@@ -544,7 +547,10 @@ class CoordinatorRuntime(Generic[S]):
         """Write and flush every pending batch now, on the caller's thread; release their
         responses, or on failure revert to the durable state and fail them with a
         retriable error. (An owner that writes takes the batches instead.)"""
-        while (write := self.take_batch(now_ms, force=True)) is not None:
+        while self._open is not None or self._sealed:
+            write = self.take_batch(now_ms, force=True)
+            if write is None:
+                return  # one is out already, or the runtime is not active
             try:
                 write_batch(self.log, write)
             except LogWriteError as e:
