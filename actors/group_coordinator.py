@@ -42,7 +42,7 @@ from runtime.topics.internal import OFFSETS_TOPIC, log_name
 
 from . import naming
 from .retry import ActorDirectory
-from .shard_host import ShardHost, now_ms
+from .shard_host import ShardHost
 
 log = logging.getLogger(__name__)
 
@@ -79,27 +79,30 @@ class GroupCoordinatorActor(ShardHost):
                          client_host: str = "") -> JoinGroupResponse:
         member_id = f"{client_id}-{uuid.uuid4()}"
         return await self._answer(
-            request, lambda s, now: s.join_group(request, now, member_id, client_id, client_host))
+            request, lambda s, now: s.join_group(request, now, member_id, client_id, client_host), key=request.group_id)
 
     async def sync_group(self, request: SyncGroupRequest) -> SyncGroupResponse:
-        return await self._answer(request, lambda s, now: s.sync_group(request, now))
+        return await self._answer(request, lambda s, now: s.sync_group(request, now), key=request.group_id)
 
     async def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
-        return await self._answer(request, lambda s, now: s.heartbeat(request, now))
+        return await self._answer(request, lambda s, now: s.heartbeat(request, now), key=request.group_id)
 
     async def leave_group(self, request: LeaveGroupRequest) -> LeaveGroupResponse:
-        return await self._answer(request, lambda s, now: s.leave_group(request, now))
+        return await self._answer(request, lambda s, now: s.leave_group(request, now), key=request.group_id)
 
     # ------------------------------------------------------------------ offsets
 
     async def offset_commit(self, request: OffsetCommitRequest) -> OffsetCommitResponse:
-        return await self._answer(request, lambda s, now: s.offset_commit(request, now))
+        # Filed apart from the group's membership: no heartbeat, join or sync answer reads
+        # committed offsets, so none waits for a commit's flush.
+        return await self._answer(request, lambda s, now: s.offset_commit(request, now),
+                                  key=(request.group_id, "offsets"))
 
     async def offset_fetch(self, request: OffsetFetchRequest) -> OffsetFetchResponse:
         if request.require_stable:
             # As a write, so that commits still in the open batch can be told apart.
             return await self._answer(request, lambda s, now: Result(
-                (), s.offset_fetch(request, pending_from=self.runtime.log.end_offset)))
+                (), s.offset_fetch(request, pending_from=self.runtime.last_committed_offset)))
         return await self._answer(request, lambda s: s.offset_fetch(request), read=True)
 
     async def offset_delete(self, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
@@ -170,7 +173,8 @@ class GroupCoordinatorActor(ShardHost):
 
     async def _modern_heartbeat(self, handler: Callable, request, client_id: str, client_host: str):
         member_id = request.member_id or str(uuid.uuid4())  # for a member that joins without an id
-        return await self._answer(request, lambda s, now: handler(s, request, now, member_id, client_id, client_host))
+        return await self._answer(request, lambda s, now: handler(s, request, now, member_id, client_id, client_host),
+                                  key=request.group_id)
 
     async def _initialize_share_state(self, pending) -> None:
         """Have the share coordinators initialise newly subscribed partitions (state epoch =
@@ -297,10 +301,10 @@ class GroupCoordinatorActor(ShardHost):
     async def _push_share_configs(self, group_id: str) -> None:
         """The group's share.* configs go to its live SharePartitions (new ones read them
         when they load)."""
-        entries = self.runtime.read(lambda s: s.describe_group_config(group_id), now_ms())
+        entries = await self._read(lambda s: s.describe_group_config(group_id))
         share = {e.name: None if e.is_default else e.value for e in entries if e.name.startswith("share.")}
         try:
-            live = self.runtime.read(lambda s: s.share_group_state_partitions(group_id), now_ms())
+            live = await self._read(lambda s: s.share_group_state_partitions(group_id))
         except KafkaError:  # no share group (yet): its SharePartitions read the configs when they load
             return
         for _topic_id, topic, partitions in live:

@@ -87,10 +87,9 @@ class PartitionLeaderActor:
             raise KafkaError(Errors.KAFKA_STORAGE_ERROR, self._open_error)
         try:
             if plog is None:
-                io = log_io(self._config)
                 self._plog = PartitionLog(self._dir, self.topic, self.partition, self._topic_configs,
                                           fsync=_truthy(self._config.get("log.flush.fsync", True)),
-                                          **({"io": io} if io is not None else {}))
+                                          **log_io(self._config, f"{self.topic}-{self.partition}"))
             else:
                 plog.reopen()
         except Exception as e:

@@ -4,18 +4,26 @@ A host owns a CoordinatorRuntime and runs everything on its actor's event loop: 
 operations one at a time (each runs to completion before the next starts), the linger and
 timer deadlines, and the load at start. The only awaits are for durability and for long
 polls. Protocol decisions stay in the shard: the host never looks at group state.
+
+The log's I/O is the host's: it takes each batch the runtime hands out and writes and
+flushes it on the log's own writer thread, so a slow disk stalls no request. While a batch
+is being written the loop goes on taking requests, replaying their records into the next
+batch and answering those that wait for nothing; a response that rests on records being
+written waits for them (Kafka's CoordinatorRuntime and its deferred event queue). The
+writer thread alone touches the log while a batch is out.
 """
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import importlib
 import logging
 import os
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Hashable
 
-from runtime.coordinator import CoordinatorRuntime, CoordinatorState, LoadProgress, Result
-from runtime.log import FileLog, LogConfig, OsIO
+from runtime.coordinator import CoordinatorRuntime, CoordinatorState, LoadProgress, Result, WriteBatch, write_batch
+from runtime.log import FileLog, LogConfig
 from runtime.messages import error_response
 
 from . import metrics
@@ -47,10 +55,13 @@ class ShardHost:
         self._log_dir = os.path.join(data_dir, log_name)
         log_config = LogConfig(int(config.get(segment_bytes_key, LogConfig.segment_bytes)),
                                _truthy(config.get("log.flush.fsync", True)))
+        io = log_io(config, log_name)
         self.runtime = CoordinatorRuntime(
             log_name, partition, shard_factory,
-            lambda: metrics.TimedLog(FileLog(self._log_dir, log_config, name=log_name, **_io_of(config)), log_name),
-            config)
+            lambda: metrics.TimedLog(FileLog(self._log_dir, log_config, name=log_name, **io), log_name), config,
+            owner_writes=True)
+        self._writer: concurrent.futures.ThreadPoolExecutor | None = None
+        self._writing: asyncio.Task | None = None
         self._metrics_interval_s = int(config.get("metrics.export.interval.ms", 10000)) / 1000
         self._sampler = metrics.ShardSampler(log_name)
         self._exporter: asyncio.Task | None = None
@@ -68,7 +79,8 @@ class ShardHost:
             self._wake = asyncio.Event()
             self._started = asyncio.get_running_loop().create_task(self._load_then_poll())
             await asyncio.sleep(0)
-        elif self.runtime.state is CoordinatorState.FAILED and time.monotonic() >= self._reload_after:
+        elif (self.runtime.state is CoordinatorState.FAILED and not self.runtime.writing
+              and time.monotonic() >= self._reload_after):
             # A load, or the reload after a failed flush, failed (a disk fault): try again,
             # at most once a second, rather than stay unavailable until Ray restarts us.
             self._reload_after = time.monotonic() + RELOAD_RETRY_S
@@ -105,15 +117,52 @@ class ShardHost:
             except asyncio.TimeoutError:
                 pass
             self._wake.clear()
-            if self.runtime.state is CoordinatorState.FAILED and time.monotonic() >= self._reload_after:
+            if (self.runtime.state is CoordinatorState.FAILED and not self.runtime.writing
+                    and time.monotonic() >= self._reload_after):
                 self._reload_after = time.monotonic() + RELOAD_RETRY_S
                 self._reload()
                 continue
             try:
                 self.runtime.poll(now_ms())
+                self._write_due()
                 self._on_active()
             except Exception:
                 log.exception("%s: poll failed", self.runtime.name)
+
+    # ------------------------------------------------------------------ the log's I/O
+
+    def _write_due(self) -> None:
+        """Hand the batch that is due, if any, to the writer thread (one at a time)."""
+        if self._writing is not None:
+            return
+        batch = self.runtime.take_batch(now_ms())
+        if batch is not None:
+            if self._writer is None:
+                self._writer = concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix=f"{self.runtime.name}-writer")
+            self._writing = asyncio.get_running_loop().create_task(self._write_batch(batch))
+
+    async def _write_batch(self, batch: WriteBatch) -> None:
+        error: Exception | None = None
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._writer, write_batch, self.runtime.log, batch)
+        except Exception as e:
+            error = e
+        self._writing = None
+        # The log is the judge: a batch it holds as durable is, whatever failed after.
+        if self.runtime.log.durable_offset >= batch.end_offset:
+            if error is not None:
+                log.error("%s: batch at %d is durable, but its write raised: %r", self.runtime.name,
+                          batch.base_offset, error)
+            self.runtime.batch_durable(batch, now_ms())
+        else:
+            self.runtime.batch_failed(batch, error or RuntimeError("not durable"), now_ms())
+        self._kick()  # the next batch may be due, or the runtime may need loading again
+        if self.runtime.state is CoordinatorState.ACTIVE:
+            try:
+                self._on_active()
+            except Exception:
+                log.exception("%s: after a batch, _on_active failed", self.runtime.name)
 
     def _reload(self) -> None:
         try:
@@ -178,11 +227,12 @@ class ShardHost:
 
     # ------------------------------------------------------------------ operations
 
-    async def _write(self, operation: Callable[[Any, int], Result]) -> Any:
+    async def _write(self, operation: Callable[[Any, int], Result], key: Hashable = None) -> Any:
         """Run a write operation and wait until its response is released (its records
-        durable, or a long poll completed). Raises KafkaError."""
+        durable, or a long poll completed). Raises KafkaError. `key` names the only state
+        the operation touches (a group id; see CoordinatorRuntime.write)."""
         await self._start()
-        pending = self.runtime.write(operation, now_ms())
+        pending = self.runtime.write(operation, now_ms(), key)
         if not pending.done:
             future = asyncio.get_running_loop().create_future()
             pending.add_done_callback(lambda _: future.done() or future.set_result(None))
@@ -191,38 +241,39 @@ class ShardHost:
         return pending.result()
 
     async def _read(self, operation: Callable[[Any], Any]) -> Any:
-        await self._start()
-        return self.runtime.read(operation, now_ms())
+        """Run a read operation; its answer goes out once the state it saw is durable."""
+        return await self._write(lambda shard, now: Result((), operation(shard)))
 
-    async def _answer(self, request, operation: Callable, read: bool = False) -> Any:
+    async def _answer(self, request, operation: Callable, read: bool = False, key: Hashable = None) -> Any:
         """Serve `request` with a write operation (with `read`, a read one). The one place
         where a host turns an error into a response: whatever the operation fails with
         becomes the response Kafka gives `request` for it (runtime.messages.error_response)."""
         try:
-            return await (self._read(operation) if read else self._write(operation))
+            return await (self._read(operation) if read else self._write(operation, key))
         except Exception as e:
             return error_response(request, to_kafka_error(e))
 
     async def shutdown(self) -> None:
-        """Unload: pending operations fail with NOT_COORDINATOR."""
+        """Unload: pending operations fail with NOT_COORDINATOR (a batch being written is
+        let finish first: its outcome decides its answers)."""
+        while self._writing is not None:
+            await asyncio.shield(self._writing)
         self.runtime.close()
+        if self._writer is not None:
+            self._writer.shutdown(wait=False)
+            self._writer = None
         self._kick()
 
 
-def log_io(config: dict) -> OsIO | None:
-    """The file operations of the actor's logs: `log.io.class`, a dotted path of an OsIO
-    subclass built with the cluster config (the soak injects disk faults so), or the OS's."""
+def log_io(config: dict, log_name: str) -> dict:
+    """FileLog's `io` argument: `log.io.class`, a dotted path of a `runtime.log.OsIO`
+    subclass built with the cluster config and the log's name, puts an actor's logs on
+    another disk (the soak's failing one, a benchmark's slow one); unset, FileLog's own."""
     path = config.get("log.io.class")
     if not path:
-        return None
+        return {}
     module, _, name = path.rpartition(".")
-    return getattr(importlib.import_module(module), name)(config)
-
-
-def _io_of(config: dict) -> dict:
-    """FileLog's io argument when `log.io.class` names one; none otherwise (FileLog's own)."""
-    io = log_io(config)
-    return {"io": io} if io is not None else {}
+    return {"io": getattr(importlib.import_module(module), name)(config, log_name)}
 
 
 def _truthy(v) -> bool:

@@ -7,6 +7,20 @@ and when a log is loaded. A write operation takes (shard, now) and returns a ``R
 (so the next operation sees them), adds them to the current batch, and releases the
 response through the ``PendingWrite`` only when the batch is durable.
 
+Who writes: by default the runtime writes and flushes its batches itself, on the caller's
+thread (tests, benchmarks, tools). An owner that does its I/O elsewhere (the actor's shard
+host, on a writer thread) builds it with ``owner_writes=True``: the runtime then only hands
+out the next ``WriteBatch`` (``take_batch``) and takes its outcome back (``batch_durable`` or
+``batch_failed``), as Kafka's CoordinatorRuntime hands its batches to the partition writer and
+completes its deferred events when the high watermark passes them. One batch is out at a
+time; records replayed meanwhile go to the next one, so the log's single writer never sees
+two flushes at once and batches reach it in offset order.
+
+A response without records rests on state that may not be durable yet: it waits for the
+records written before it (Kafka's rule), or, when the operation names the ``key`` of the
+state it reads and writes (a group id), only for the records written under that key and
+for those written under no key.
+
 Reverting a failed batch: the shard is rebuilt by reloading the log, whose durable prefix is
 by definition the last durable point. That is the simplest mechanism that is correct for
 every shard (no undo log to keep in step with each replay handler), and it is the same code
@@ -14,7 +28,8 @@ path as a restart. Its cost, a reload, is paid only when the disk fails. A log t
 goes offline (runtime.log) and is reopened by that reload. The responses of the failed batch
 are answered with a retriable error once its bytes are off the file: while the log could not
 yet cut them (``unsettled``), they wait, so that no write answered with an error is found
-whole by a later load.
+whole by a later load. The writes of later batches, computed on top of the failed one, fail
+at once: none of their records reached the log.
 
 Nothing here reads a clock or does I/O other than through the log.
 """
@@ -24,7 +39,7 @@ import enum
 import gc
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Hashable, Iterator, TypeVar
+from typing import Any, Callable, Generic, Hashable, Iterator, NamedTuple, TypeVar
 
 import msgpack
 
@@ -51,6 +66,36 @@ class Result:
     records: tuple | list = ()
     response: Any = None
     completions: tuple | list = ()
+
+
+class WriteBatch(NamedTuple):
+    """A batch the owner writes: append it to the log (it lands at `base_offset`), flush it,
+    and report the outcome to the runtime that handed it out (see `write_batch`)."""
+    base_offset: int
+    payload: bytes
+    count: int
+    timestamp: int
+
+    @property
+    def end_offset(self) -> int:
+        return self.base_offset + self.count
+
+
+class _Batch:
+    """Records replayed but not yet durable, and the responses released when they are."""
+
+    __slots__ = ("base_offset", "records", "size", "started_ms", "waiters")
+
+    def __init__(self, base_offset: int, started_ms: int) -> None:
+        self.base_offset = base_offset
+        self.records: list[bytes] = []
+        self.size = 0
+        self.started_ms = started_ms
+        self.waiters: list[PendingWrite] = []
+
+    @property
+    def end_offset(self) -> int:
+        return self.base_offset + len(self.records)
 
 
 class CoordinatorShard:
@@ -158,24 +203,30 @@ _KEEP = object()  # a waiter's response stays as it is
 
 class CoordinatorRuntime(Generic[S]):
     def __init__(self, name: str, partition: int, shard_factory: Callable[[CoordinatorContext], S],
-                 open_log: Callable[[], FileLog], config: dict | None = None) -> None:
+                 open_log: Callable[[], FileLog], config: dict | None = None, *, owner_writes: bool = False) -> None:
         self.name = name
         self.partition = partition
         self.config = dict(config or {})
         self.settings = RuntimeConfig.from_config(self.config)
+        self.owner_writes = owner_writes
         self._shard_factory = shard_factory
         self._open_log = open_log
         self.timer = CoordinatorTimer()
         self.state = CoordinatorState.INITIAL
         self.shard: S | None = None
         self.log: FileLog | None = None
-        self._batch: list[bytes] = []
-        self._batch_bytes = 0
-        self._batch_started_ms: int | None = None
-        self._batch_waiters: list[PendingWrite] = []
+        self._open: _Batch | None = None  # the batch that takes new records
+        self._sealed: list[_Batch] = []  # full batches waiting for their turn to be written
+        self._inflight: tuple[WriteBatch, _Batch] | None = None  # handed out, outcome not known yet
+        self._next_offset = 0  # the offset of the next record replayed
+        self._committed = 0  # everything below is durable (Kafka's last committed offset)
+        self._key_end: dict[Hashable, int] = {}  # the end of the last records written under a key
+        self._unkeyed_end = 0  # the end of the last records written under no key
         self._deferred: dict[Hashable, PendingWrite] = {}
         # Responses of a failed batch whose records the log could not yet cut off its file.
         self._unsettled: list[tuple[PendingWrite, KafkaError]] = []
+        # A revert that waits for the batch in flight to come back before reloading.
+        self._revert_due = False
         # Bumped by every revert: an operation computed before one must not be applied after.
         self._reverts = 0
         self._loads = 0
@@ -186,6 +237,7 @@ class CoordinatorRuntime(Generic[S]):
         """Open the log and replay it into a fresh shard. A generator, so that the owner can
         answer COORDINATOR_LOAD_IN_PROGRESS between steps; exhaust it to finish. Anything
         still pending from before fails with NOT_COORDINATOR."""
+        self._raise_if_writing()
         self._fail_batch(KafkaError(Errors.NOT_COORDINATOR, f"{self.name} is reloading"))
         self._loads += 1
         load_id = self._loads
@@ -234,6 +286,9 @@ class CoordinatorRuntime(Generic[S]):
             if gc_was_enabled:
                 gc.enable()
         self.shard = shard
+        self._next_offset = self._committed = self.log.end_offset
+        self._key_end = {}
+        self._unkeyed_end = 0
         self.state = CoordinatorState.ACTIVE
         yield LoadProgress(batches, records, nbytes, total, True)
 
@@ -245,6 +300,7 @@ class CoordinatorRuntime(Generic[S]):
 
     def close(self) -> None:
         """Unload: pending writes fail with NOT_COORDINATOR, timers stop, the log closes."""
+        self._raise_if_writing()
         self._fail_batch(KafkaError(Errors.NOT_COORDINATOR, f"{self.name} is unloading"))
         if self.shard is not None:
             self.shard.on_unloaded()
@@ -253,6 +309,12 @@ class CoordinatorRuntime(Generic[S]):
         if self.log is not None:
             self.log.close()
         self.state = CoordinatorState.CLOSED
+
+    def _raise_if_writing(self) -> None:
+        if self._inflight is not None:
+            # Its outcome decides how its responses are answered, and the log is the
+            # writer's until then.
+            raise RuntimeError(f"{self.name}: a batch is being written; report its outcome first")
 
     # ------------------------------------------------------------------ operations
 
@@ -265,32 +327,38 @@ class CoordinatorRuntime(Generic[S]):
             raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"{self.name} failed to load its log")
         raise KafkaError(Errors.NOT_COORDINATOR, f"{self.name} is not active")
 
-    def write(self, operation: Callable[[S, int], Result], now_ms: int) -> PendingWrite:
+    def write(self, operation: Callable[[S, int], Result], now_ms: int, key: Hashable = None) -> PendingWrite:
         """Run a write operation. A KafkaError raised by the operation's validators reaches
-        the caller and nothing has changed."""
+        the caller and nothing has changed. `key`, if given, names the only part of the
+        shard's state the operation reads and writes (a group id): a response without
+        records then waits only for the records of that key and those of no key."""
         self._raise_if_not_active()
         result = operation(self.shard, now_ms)
-        return self._append(result, now_ms)
+        return self._append(result, now_ms, key)
 
-    def _append(self, result: Result, now_ms: int) -> PendingWrite:
+    def _append(self, result: Result, now_ms: int, key: Hashable = None) -> PendingWrite:
         pending = PendingWrite(result.response)
         records = result.records
         if not records:
             # Nothing to persist, but the response may rest on state that is not durable
-            # yet: release it with the current batch, as Kafka does.
-            self._release(pending, result)
+            # yet: release it once the records it may have seen are, as Kafka does.
+            if key is None:
+                after = self._next_offset
+            else:
+                after = max(self._key_end.get(key, 0), self._unkeyed_end)
+            self._release(pending, result, after)
             return pending
         encoded = [_pack(encode_record(r)) for r in records]  # a bad record fails before replay
         size = sum(len(e) for e in encoded)
-        if self._batch and self._batch_bytes + size > self.settings.max_batch_bytes:
+        if self._open is not None and self._open.size + size > self.settings.max_batch_bytes:
             reverts = self._reverts
-            self.flush(now_ms)
+            self._seal(now_ms)
             if self._reverts != reverts:
                 # The flush failed and the shard went back to the durable state: these
                 # records were computed from state that no longer exists.
                 pending._finish(KafkaError(Errors.NOT_COORDINATOR, f"{self.name} reverted a failed batch"))
                 return pending
-        offset = self.log.end_offset + len(self._batch)
+        offset = self._next_offset
         try:
             for record in records:
                 self.shard.replay(offset, record)
@@ -302,18 +370,23 @@ class CoordinatorRuntime(Generic[S]):
             self._revert(KafkaError(Errors.NOT_COORDINATOR, f"{self.name} reverted after a failed replay"), now_ms)
             return pending
         self.shard.records_applied(now_ms)
-        if not self._batch:
-            self._batch_started_ms = now_ms
-        self._batch.extend(encoded)
-        self._batch_bytes += size
-        self._release(pending, result)
-        if self._batch_bytes >= self.settings.max_batch_bytes:
-            self.flush(now_ms)
+        if self._open is None:
+            self._open = _Batch(self._next_offset, now_ms)
+        self._open.records.extend(encoded)
+        self._open.size += size
+        self._next_offset = offset
+        if key is None:
+            self._unkeyed_end = offset
+        else:
+            self._key_end[key] = offset
+        self._release(pending, result, offset)
+        if self._open.size >= self.settings.max_batch_bytes:
+            self._seal(now_ms)
         return pending
 
-    def _release(self, pending: PendingWrite, result: Result) -> None:
-        """Queue the operation's own response and the deferred ones it completes behind the
-        current batch (or release them now if nothing is pending)."""
+    def _release(self, pending: PendingWrite, result: Result, after: int) -> None:
+        """Queue the operation's own response and the deferred ones it completes until the
+        records below offset `after` are durable (or release them now if they are)."""
         ready: list[tuple[PendingWrite, Any]] = []  # (waiter, its completion or _KEEP)
         if isinstance(result.response, Deferred):
             old = self._deferred.pop(result.response.key, None)
@@ -326,25 +399,43 @@ class CoordinatorRuntime(Generic[S]):
             waiter = self._deferred.pop(key, None)
             if waiter is not None:
                 ready.append((waiter, response))
+        if after <= self._committed:
+            holder = None
+        elif self._open is not None and after > self._open.base_offset:
+            holder = self._open  # the common case: the records just replayed
+        else:
+            holder = self._batch_holding(after - 1)
         for waiter, response in ready:
             if response is not _KEEP:
                 if isinstance(response, KafkaError):
                     waiter.error = response
                 else:
                     waiter.response = response
-            if self._batch:
-                self._batch_waiters.append(waiter)
+            if holder is not None:
+                holder.waiters.append(waiter)
             else:
                 waiter._finish(waiter.error)
+
+    def _batch_holding(self, offset: int) -> _Batch:
+        """The batch, not durable yet, that holds this offset."""
+        batches = ([self._inflight[1]] if self._inflight else []) + self._sealed + ([self._open] if self._open else [])
+        for batch in batches:
+            if offset < batch.end_offset:
+                return batch
+        raise AssertionError(f"{self.name}: offset {offset} is in no pending batch")
 
     @property
     def deferred_keys(self) -> list:
         return list(self._deferred)
 
     def read(self, operation: Callable[[S], Any], now_ms: int) -> Any:
-        """Run a read operation on durable state: a pending batch is flushed first."""
+        """Run a read operation on durable state: a pending batch is flushed first. An owner
+        that writes (owner_writes) reads through `write` instead: a response without
+        records waits for what it saw to be durable."""
         self._raise_if_not_active()
-        if self._batch:
+        if self.pending_records:
+            if self.owner_writes:
+                raise RuntimeError(f"{self.name}: records are not durable yet; read through write()")
             self.flush(now_ms)
             self._raise_if_not_active()
         return operation(self.shard)
@@ -353,19 +444,37 @@ class CoordinatorRuntime(Generic[S]):
 
     @property
     def pending_records(self) -> int:
-        return len(self._batch)
+        """Records replayed but not durable yet (being written, or waiting to be)."""
+        return self._next_offset - self._committed
+
+    @property
+    def last_committed_offset(self) -> int:
+        """Every record below this offset is durable."""
+        return self._committed
+
+    @property
+    def writing(self) -> bool:
+        """A batch has been handed out and its outcome is not known yet."""
+        return self._inflight is not None
 
     def flush_deadline(self) -> int | None:
-        if self._batch_started_ms is None:
+        """When the next batch is due to be written (None while one is being written: the
+        owner hears again when it reports the outcome)."""
+        if self._inflight is not None:
             return None
-        return self._batch_started_ms + max(self.settings.linger_ms, 0)
+        if self._sealed:
+            return self._sealed[0].started_ms
+        if self._open is None:
+            return None
+        return self._open.started_ms + max(self.settings.linger_ms, 0)
 
     def next_deadline(self) -> int | None:
         deadlines = [d for d in (self.flush_deadline(), self.timer.next_deadline()) if d is not None]
         return min(deadlines) if deadlines else None
 
     def poll(self, now_ms: int) -> None:
-        """Fire the timers that are due, then flush the batch if its linger is over."""
+        """Fire the timers that are due, then (unless the owner writes) flush the batch if
+        its linger is over."""
         if self.state is not CoordinatorState.ACTIVE:
             return
         reverts = self._reverts
@@ -380,51 +489,112 @@ class CoordinatorRuntime(Generic[S]):
                 # The shard was reloaded (or closed) and on_loaded rescheduled its timers;
                 # the ones still in this round belong to the old shard.
                 break
+        if self.owner_writes:
+            return
         deadline = self.flush_deadline()
         if deadline is not None and deadline <= now_ms:
             self.flush(now_ms)
 
-    def flush(self, now_ms: int) -> None:
-        """Write and flush the current batch; release its responses, or on failure revert
-        to the durable state and fail them with a retriable error."""
-        if not self._batch:
-            return
-        payload = _array_header(len(self._batch)) + b"".join(self._batch)
-        try:
-            self.log.append(payload, len(self._batch), now_ms)
-            self.log.flush()
-        except LogWriteError as e:
-            log.error("%s: state log write failed: %s", self.name, e)
-            self._revert(KafkaError(Errors.NOT_COORDINATOR, f"state log write failed: {e}"), now_ms)
-            return
-        waiters = self._batch_waiters
-        self._reset_batch()
-        for w in waiters:
-            w._finish(w.error)
+    def _seal(self, now_ms: int) -> None:
+        """The open batch is full: it waits for its turn, and the next records start another."""
+        if self._open is not None:
+            self._sealed.append(self._open)
+            self._open = None
+        if not self.owner_writes:
+            self.flush(now_ms)
 
-    def _reset_batch(self) -> None:
-        self._batch = []
-        self._batch_bytes = 0
-        self._batch_started_ms = None
-        self._batch_waiters = []
+    def take_batch(self, now_ms: int, force: bool = False) -> WriteBatch | None:
+        """The next batch to write, if one is due (full, or its linger over; any with
+        `force`) and none is being written. The owner writes it (`write_batch`) and reports
+        `batch_durable` or `batch_failed`; records replayed meanwhile go to later batches."""
+        if self._inflight is not None or self.state is not CoordinatorState.ACTIVE:
+            return None
+        if self._sealed:
+            batch = self._sealed.pop(0)
+        elif self._open is not None and (force or self._open.started_ms + max(self.settings.linger_ms, 0) <= now_ms):
+            batch, self._open = self._open, None
+        else:
+            return None
+        write = WriteBatch(batch.base_offset, _array_header(len(batch.records)) + b"".join(batch.records),
+                           len(batch.records), now_ms)
+        self._inflight = (write, batch)
+        return write
+
+    def _take_inflight(self, write: WriteBatch) -> _Batch:
+        if self._inflight is None or self._inflight[0] is not write:
+            raise RuntimeError(f"{self.name}: batch at {write.base_offset} is not the one being written")
+        batch = self._inflight[1]
+        self._inflight = None
+        return batch
+
+    def batch_durable(self, write: WriteBatch, now_ms: int) -> None:
+        """The owner's report: the batch is in the log and flushed. Its responses go out."""
+        batch = self._take_inflight(write)
+        self._committed = batch.end_offset
+        if self._key_end:
+            # Keys whose records are all durable need no entry: a missing key waits for nothing.
+            self._key_end = {k: end for k, end in self._key_end.items() if end > self._committed}
+        for w in batch.waiters:
+            w._finish(w.error)
+        if self._revert_due:
+            self._reload(now_ms)
+
+    def batch_failed(self, write: WriteBatch, error: Exception, now_ms: int) -> None:
+        """The owner's report: the batch could not be made durable (the log went offline).
+        The runtime goes back to the durable state; the batch's responses fail once its
+        records are off the file, every later one at once."""
+        batch = self._take_inflight(write)
+        log.error("%s: state log write failed: %s", self.name, error)
+        failure = KafkaError(Errors.NOT_COORDINATOR, f"state log write failed: {error}")
+        self._unsettled.extend((w, failure) for w in batch.waiters)
+        self._revert(failure, now_ms)
+
+    def flush(self, now_ms: int) -> None:
+        """Write and flush every pending batch now, on the caller's thread; release their
+        responses, or on failure revert to the durable state and fail them with a
+        retriable error. (An owner that writes takes the batches instead.)"""
+        while self._open is not None or self._sealed:
+            write = self.take_batch(now_ms, force=True)
+            if write is None:
+                return  # one is out already, or the runtime is not active
+            try:
+                write_batch(self.log, write)
+            except LogWriteError as e:
+                self.batch_failed(write, e, now_ms)
+            else:
+                self.batch_durable(write, now_ms)
 
     def _fail_batch(self, error: KafkaError) -> None:
-        """Fail every response not yet released: the batch's and the deferred ones."""
-        waiters = self._batch_waiters + list(self._deferred.values())
-        self._reset_batch()
+        """Fail every response not yet released that waits for no batch being written: the
+        open and sealed batches' (none of their records reached the log) and the deferred ones."""
+        waiters = [w for b in self._sealed + ([self._open] if self._open else []) for w in b.waiters]
+        waiters += list(self._deferred.values())
+        self._open = None
+        self._sealed = []
+        self._next_offset = self._inflight[1].end_offset if self._inflight else self._committed
         self._deferred = {}
         for w in waiters:
             w._finish(error)
 
     def _revert(self, error: KafkaError, now_ms: int) -> None:
-        """Go back to the last durable point: the batch's responses fail (once the log has
-        cut its records off, see `_settle`), the deferred ones fail, and the shard is
-        reloaded from the log, which is reopened first if it went offline. If that fails,
-        the runtime is FAILED (COORDINATOR_NOT_AVAILABLE) until its owner calls load() again."""
+        """Go back to the last durable point: the pending responses fail (a failed batch's
+        once the log has cut its records off, see `_settle`), the deferred ones fail, and
+        the shard is reloaded from the log, which is reopened first if it went offline. If
+        a batch is being written, the reload waits for its outcome, and the runtime answers
+        COORDINATOR_NOT_AVAILABLE meanwhile. If the reload fails, the runtime is FAILED
+        until its owner calls load() again."""
         self._reverts += 1
-        self._unsettled.extend((w, error) for w in self._batch_waiters)
-        self._batch_waiters = []
         self._fail_batch(error)
+        if self._inflight is not None:
+            self._revert_due = True
+            self.state = CoordinatorState.FAILED
+            self.shard = None
+            self.timer.clear()
+            return
+        self._reload(now_ms)
+
+    def _reload(self, now_ms: int) -> None:
+        self._revert_due = False
         try:
             self._settle()
             self.load_all(now_ms)
@@ -440,6 +610,15 @@ class CoordinatorRuntime(Generic[S]):
             unsettled, self._unsettled = self._unsettled, []
             for w, error in unsettled:
                 w._finish(error)
+
+
+def write_batch(file_log: FileLog, write: WriteBatch) -> None:
+    """The I/O of one batch: append it to the log, then flush it. Returns once it is
+    durable; raises LogWriteError (the log offline) if it cannot be made so. Runs wherever
+    the owner does its I/O: the runtime's own `flush`, or the actor's writer thread, which
+    alone touches the log while the batch is out."""
+    file_log.append(write.payload, write.count, write.timestamp)
+    file_log.flush()
 
 
 def replay_batch(replay: Callable[[int, Record], None], batch, name: str) -> int:

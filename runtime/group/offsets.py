@@ -9,7 +9,7 @@ Pending commits: the runtime replays a commit at once and makes it durable with 
 Each offset remembers the log offset of its record, so a fetch that passes the log's
 durable end (`pending_from`) can tell a commit that is not durable yet and answer
 UNSTABLE_OFFSET_COMMIT for it when the request requires stable offsets. A fetch run as a
-read sees only durable state (the runtime flushes first), so nothing is pending there.
+read is answered only once what it saw is durable, so it needs no such check.
 """
 from __future__ import annotations
 

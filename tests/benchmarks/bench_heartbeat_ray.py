@@ -53,8 +53,9 @@ class EmptyCoordinator:
 
 
 class Driver:
-    def __init__(self, members: int) -> None:
+    def __init__(self, members: int, group: str = GROUP) -> None:
         self.n = members
+        self.group = group
         self.epochs: dict[str, int] = {}
 
     async def form(self, coordinator) -> dict:
@@ -65,8 +66,9 @@ class Driver:
         first = True
         for _ in range(50):
             requests = [ConsumerGroupHeartbeatRequest(
-                GROUP, mid, 0, rebalance_timeout_ms=60000, subscribed_topic_names=(TOPIC,), topic_partitions=())
-                if first else ConsumerGroupHeartbeatRequest(GROUP, mid, self.epochs[mid], topic_partitions=owned[mid])
+                self.group, mid, 0, rebalance_timeout_ms=60000, subscribed_topic_names=(TOPIC,), topic_partitions=())
+                if first else ConsumerGroupHeartbeatRequest(self.group, mid, self.epochs[mid],
+                                                            topic_partitions=owned[mid])
                 for mid in ids]
             responses = await asyncio.gather(*(coordinator.consumer_group_heartbeat.remote(r, "bench", "localhost")
                                                for r in requests))
@@ -91,7 +93,7 @@ class Driver:
         """Every member heartbeats back to back for `seconds`; returns the rate."""
         done = 0
         deadline = time.perf_counter() + seconds
-        requests = [ConsumerGroupHeartbeatRequest(GROUP, mid, epoch) for mid, epoch in self.epochs.items()]
+        requests = [ConsumerGroupHeartbeatRequest(self.group, mid, epoch) for mid, epoch in self.epochs.items()]
 
         async def member(request):
             nonlocal done

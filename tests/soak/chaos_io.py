@@ -15,7 +15,7 @@ from runtime.log import OsIO
 
 
 class ChaosIO(OsIO):
-    def __init__(self, config: dict) -> None:
+    def __init__(self, config: dict, log_name: str | None = None) -> None:
         self.slow_rate = float(config.get("soak.fsync.slow.rate", 0))
         self.slow_s = int(config.get("soak.fsync.slow.ms", 0)) / 1000
         self.fail_rate = float(config.get("soak.fsync.fail.rate", 0))
