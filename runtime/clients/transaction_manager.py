@@ -36,6 +36,9 @@ __all__ = ["TxnState", "PREVIOUS_STATES", "FATAL_ERRORS", "MAX_EPOCH", "Transact
 # Errors after which this producer can do nothing more with its transactional id.
 FATAL_ERRORS = frozenset({Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_EPOCH, Errors.INVALID_PRODUCER_ID_MAPPING,
                           Errors.TRANSACTION_COORDINATOR_FENCED})
+# A coordinator's answer that ends the producer too (Kafka's handlers: the transaction is not
+# where the producer believes it is).
+_FATAL_ANSWERS = FATAL_ERRORS | {Errors.INVALID_TXN_STATE}
 MAX_EPOCH = 32767  # Short.MAX_VALUE: past it a producer needs a new id
 
 
@@ -110,7 +113,7 @@ class TransactionManager:
             self._fail(error)
 
     def _fail(self, error: KafkaError) -> None:
-        if error.error in FATAL_ERRORS:
+        if error.error in _FATAL_ANSWERS:
             self._transition(TxnState.FATAL_ERROR, error)
         else:
             if self.state is not TxnState.INITIALIZING:
@@ -121,9 +124,11 @@ class TransactionManager:
         """A call failed (no answer within max_block_ms, or an error answer). A fatal error
         ends the producer; the epoch bump after an abort failing leaves the abort to be
         called again; otherwise the same call may be made again."""
-        if error.error in FATAL_ERRORS:
+        if error.error in _FATAL_ANSWERS:
             if self.state is not TxnState.FATAL_ERROR:
                 self._transition(TxnState.FATAL_ERROR, error)
+        elif error.error is Errors.TRANSACTION_ABORTABLE and self.state is TxnState.COMMITTING_TRANSACTION:
+            self._fail(error)
         elif self.state is TxnState.INITIALIZING and self._bumping_after_abort:
             self._bumping_after_abort = False
             self._transition(TxnState.ABORTABLE_ERROR, error)
@@ -265,7 +270,8 @@ class TransactionManager:
         if error.error in FATAL_ERRORS:
             self._transition(TxnState.FATAL_ERROR, KafkaError(Errors.PRODUCER_FENCED, error.message))
         elif self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING_TRANSACTION):
-            self._fail(error)
+            self.epoch_bump_required = True
+            self._transition(TxnState.ABORTABLE_ERROR, error)
 
     # ------------------------------------------------------------------ the end
 
