@@ -108,7 +108,7 @@ class RecordAccumulator:
         tp = (topic, partition)
         batch = self._open.get(tp)
         if batch is not None and batch.bytes + len(entry) > max(self.batch_size, len(entry)):
-            self._seal(tp, now_ms)
+            self._seal(tp)
             batch = None
         new = batch is None
         if new:
@@ -120,13 +120,13 @@ class RecordAccumulator:
         batch.bytes += len(entry)
         batch.max_timestamp = max(batch.max_timestamp, timestamp)
         if batch.bytes >= self.batch_size:
-            self._seal(tp, now_ms)
+            self._seal(tp)
         return batch, index, new
 
     def seal_all(self, now_ms: float) -> None:
         """Close every open batch: a flush sends them without waiting for the linger."""
         for tp in list(self._open):
-            self._seal(tp, now_ms)
+            self._seal(tp)
 
     def take_new_partitions(self) -> set[tuple[str, int]]:
         """The partitions a batch was opened for since the last call: a transaction adds them
@@ -141,7 +141,7 @@ class RecordAccumulator:
     def is_idle(self) -> bool:
         return not self._open and not any(self._queued.values())
 
-    def _seal(self, tp: tuple[str, int], now_ms: float) -> None:
+    def _seal(self, tp: tuple[str, int]) -> None:
         batch = self._open.pop(tp)
         batch.deadline_ms = batch.created_ms + self.delivery_timeout_ms
         batch.sealed = next(self._sealed_order)
@@ -152,7 +152,7 @@ class RecordAccumulator:
     def seal_lingered(self, now_ms: float) -> None:
         for tp, batch in list(self._open.items()):
             if now_ms - batch.created_ms >= self.linger_ms:
-                self._seal(tp, now_ms)
+                self._seal(tp)
 
     def next_wake_ms(self, now_ms: float) -> float | None:
         """When a linger or a retry backoff ends next (None: nothing waits for time)."""
@@ -261,4 +261,5 @@ class RecordAccumulator:
         return error.retriable or error.error in _ALSO_RETRIABLE
 
     def _earlier_unacknowledged(self, batch: ProducerBatch) -> bool:
-        return any(b.sealed < batch.sealed for b in (*self._in_flight.get(batch.tp, ()), *self._queued.get(batch.tp, ())))
+        earlier = (*self._in_flight.get(batch.tp, ()), *self._queued.get(batch.tp, ()))
+        return any(b.sealed < batch.sealed for b in earlier)

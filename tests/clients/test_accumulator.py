@@ -250,3 +250,23 @@ def test_no_delivery_order_or_lost_answer_writes_a_record_twice_or_out_of_order(
             h.arrive(rng.choice(h.wire), lose_answer=rng.random() < 0.2)
     assert h.failed == []
     assert h.leader().log == values
+
+
+def test_a_retried_idempotent_batch_goes_alone():
+    """Where shoal differs (README): Ray does not keep a caller's calls in order, so nothing
+    goes behind a retry until it is answered; later batches could otherwise push it out of
+    the five batches a leader remembers, and the leader would refuse a batch it has."""
+    h = ProducerHarness(batch_size=1, max_in_flight=5, retry_backoff_ms=10)
+    h.send(b"0")
+    h.sender_step()
+    h.arrive()
+    first = h.send(b"1")
+    h.sender_step()
+    assert h.arrive(lose_answer=True) is Outcome.RETRY  # in the log, the answer lost
+    for v in (b"2", b"3"):
+        h.send(v)
+    h.advance(10)
+    assert h.sender_step() == [first]
+    assert h.sender_step() == []
+    assert h.arrive() is Outcome.ACKNOWLEDGED and first.base_offset == 1
+    assert [b.entries for b in h.sender_step()] == [[b"2"], [b"3"]]

@@ -318,7 +318,6 @@ def test_an_idempotent_producer_gets_its_id_at_the_first_send():
     assert m.state is S.INITIALIZING
     m.handle_init_producer_id(InitProducerIdResponse(0, 9, 0))
     assert m.producer_id_request(busy=False) is None and m.state is S.READY
-    m.begin_transaction  # noqa: B018 - exists, but an idempotent producer has no transaction
     m.raise_if_cannot_send()  # no transaction needed to send
 
 
