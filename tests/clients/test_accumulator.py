@@ -238,18 +238,20 @@ def test_no_delivery_order_or_lost_answer_writes_a_record_twice_or_out_of_order(
     killed after its append): the log still holds every record once, in send order."""
     rng = random.Random(seed)
     h = ProducerHarness(batch_size=1, max_in_flight=5, retry_backoff_ms=10, delivery_timeout_ms=10**9)
-    values = [b"%d" % i for i in range(30)]
+    values = [(rng.randrange(2), b"%d" % i) for i in range(40)]
     pending = list(values)
     while pending or h.wire or h.accumulator.has_incomplete():
         for _ in range(rng.randint(0, 3)):
             if pending:
-                h.send(pending.pop(0))
+                partition, value = pending.pop(0)
+                h.send(value, partition=partition)
         h.advance(rng.randint(0, 10))
         h.sender_step()
         if h.wire:
             h.arrive(rng.choice(h.wire), lose_answer=rng.random() < 0.2)
     assert h.failed == []
-    assert h.leader().log == values
+    for p in (0, 1):
+        assert h.leader("t", p).log == [v for q, v in values if q == p]
 
 
 def test_a_retried_idempotent_batch_goes_alone():
@@ -270,3 +272,22 @@ def test_a_retried_idempotent_batch_goes_alone():
     assert h.sender_step() == []
     assert h.arrive() is Outcome.ACKNOWLEDGED and first.base_offset == 1
     assert [b.entries for b in h.sender_step()] == [[b"2"], [b"3"]]
+
+
+def test_after_a_sent_batch_fails_for_good_the_next_epoch_starts_every_partition_at_zero():
+    """Kafka's idempotent producer bumps its own epoch once the failed batch's partition
+    has nothing in the air; the leader takes a higher epoch from sequence 0."""
+    h = ProducerHarness(batch_size=1, delivery_timeout_ms=50)
+    h.send(b"0")
+    h.sender_step()
+    h.arrive()
+    lost = h.send(b"1")
+    h.sender_step()
+    h.wire.clear()  # never arrives
+    h.advance(50)
+    assert h.answer(lost, RETRIABLE) is Outcome.FAILED  # past the delivery timeout: a gap at sequence 1
+    nxt = h.send(b"2")
+    h.sender_step()
+    assert (nxt.producer_id, nxt.producer_epoch, nxt.base_sequence) == (lost.producer_id, 1, 0)
+    assert h.arrive() is Outcome.ACKNOWLEDGED
+    assert h.leader().log == [b"0", b"2"]
