@@ -136,7 +136,7 @@ class Producer:
         """Send everything buffered and wait until each record is acknowledged or failed."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            self._accumulator.seal_all(_now_ms())
+            self._accumulator.seal_all()
             self._cond.notify_all()
             while self._accumulator.has_incomplete() or self._settling:
                 remaining = None if deadline is None else deadline - time.monotonic()

@@ -123,7 +123,7 @@ class RecordAccumulator:
             self._seal(tp)
         return batch, index, new
 
-    def seal_all(self, now_ms: float) -> None:
+    def seal_all(self) -> None:
         """Close every open batch: a flush sends them without waiting for the linger."""
         for tp in list(self._open):
             self._seal(tp)

@@ -52,7 +52,7 @@ def test_flush_seals_every_open_batch_and_waits_for_its_answer():
     acc = RecordAccumulator(linger_ms=1000)
     batch, _, new = acc.append("t", 0, b"r", 0, 0)
     assert new and acc.has_incomplete() and acc.next_wake_ms(0) == 1000
-    acc.seal_all(0)
+    acc.seal_all()
     assert acc.drain(0) == [batch] and acc.has_incomplete()
     assert acc.on_response(batch, None, 7, 0) is Outcome.ACKNOWLEDGED
     assert batch.base_offset == 7 and not acc.has_incomplete()
