@@ -12,7 +12,12 @@ transaction coordinator and numbers each partition's batches, so a batch retried
 lost answer (a leader killed mid-flush) is acknowledged with its original offsets instead of
 being written twice, and a batch that overtakes an unacknowledged one is refused
 (OUT_OF_ORDER_SEQUENCE_NUMBER) and sent again behind it. With a ``transactional_id`` the
-producer also has kafka-python's transaction methods; `TransactionManager` keeps their state.
+producer also has kafka-python's transaction methods.
+
+The decisions are the sans-I/O cores' (runtime/clients): `RecordAccumulator` owns the
+batches, their order, in-flight limits, retries and sequence numbers; `TransactionManager`
+owns the producer id, epoch and transaction state. This file is the shell: serializers and
+partitioner, the futures, the sender thread and the Ray calls.
 """
 from __future__ import annotations
 
@@ -21,44 +26,23 @@ import logging
 import random
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import ray
 
+from runtime.clients.accumulator import Outcome, ProducerBatch, RecordAccumulator
 from runtime.errors import Errors, KafkaError
 from runtime.hashing import default_partition
 from runtime.messages.topics import ProduceRequest
 from runtime.topics.data import encode_entry, pack_batch
-from runtime.topics.producer_state import NUM_BATCHES_TO_RETAIN, increment_sequence
+from runtime.topics.producer_state import NUM_BATCHES_TO_RETAIN
 
 from . import naming
 from .errors import to_kafka_error
 from .produce_result import FutureRecordMetadata, ProduceRequestResult
-from .retry import Backoff
 from .transaction_manager import TransactionManager
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Batch:
-    topic: str
-    partition: int
-    created: float
-    result: ProduceRequestResult
-    entries: list = field(default_factory=list)
-    bytes: int = 0
-    max_ts: int = -1
-    deadline: float = 0.0
-    attempts: int = 0
-    retry_at: float = 0.0
-    seq: int = 0  # the order batches were sealed in, across partitions
-    # Idempotence: fixed at the first send, kept on every retry.
-    producer_id: int = -1
-    producer_epoch: int = -1
-    base_sequence: int | None = None
-    overtaking: bool = False  # sent while an earlier batch of its partition was unacknowledged
 
 
 class Producer:
@@ -82,32 +66,27 @@ class Producer:
         self._cluster = cluster
         self.client_id = client_id or f"producer-{next(_ids)}"
         self._acks = -1 if acks == "all" else int(acks)
-        self._linger_s = linger_ms / 1000
-        self._batch_size = batch_size
-        self._max_in_flight = max(1, max_in_flight_requests_per_connection)
-        self._backoff = (retry_backoff_ms, retry_backoff_max_ms)
-        self._delivery_timeout_s = delivery_timeout_ms / 1000
-        self._request_timeout_s = request_timeout_ms / 1000
+        self._request_timeout_ms = request_timeout_ms
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self._max_request_size = max_request_size
         self._metadata_max_age_s = metadata_max_age_ms / 1000
         self._partitions: dict[str, tuple[int, float]] = {}
         self._sticky: dict[str, int] = {}
-        self._open: dict[tuple[str, int], _Batch] = {}
-        self._queued: dict[tuple[str, int], list[_Batch]] = {}
-        self._in_flight: dict[Any, _Batch] = {}
-        self._sending = 0  # batches taken from the queues that are not in flight yet
-        self._cond = threading.Condition()
-        self._flushing = 0
-        self._closed = False
         self._txn = TransactionManager(cluster, self.client_id, transactional_id, transaction_timeout_ms,
                                        max_block_ms) if idempotent else None
-        self._next_sequence: dict[tuple[str, int], int] = {}
-        self._sequence_started: set[tuple[str, int]] = set()  # a batch was acknowledged since the numbering began
-        # A transaction's batch opened since the sender last looked: its partition may be new
-        # to the transaction, and the sender adds it at once (see _add_partitions_early).
-        self._batch_opened = False
+        transactional = self._txn is not None and self._txn.transactional
+        # The accumulator is touched under _cond only.
+        self._accumulator = RecordAccumulator(
+            batch_size=batch_size, linger_ms=linger_ms, max_in_flight=max_in_flight_requests_per_connection,
+            delivery_timeout_ms=delivery_timeout_ms, retry_backoff_ms=retry_backoff_ms,
+            retry_backoff_max_ms=retry_backoff_max_ms, idempotent=idempotent,
+            first_batch_alone=not (self._txn is not None and self._txn.starts_at_sequence_zero),
+            track_new_partitions=transactional)
+        self._in_flight: dict[Any, ProducerBatch] = {}  # Ray call -> its batch
+        self._settling = 0  # batches answered whose futures are being completed
+        self._cond = threading.Condition()
+        self._closed = False
         self._sender = threading.Thread(target=self._run, name=f"{self.client_id}-sender", daemon=True)
         self._sender.start()
 
@@ -135,31 +114,18 @@ class Producer:
                              bytes(value_bytes) if value_bytes is not None else None, headers or ())
         if len(entry) > self._max_request_size:
             raise KafkaError(Errors.MESSAGE_TOO_LARGE, f"the record is {len(entry)} bytes, over max_request_size")
-        woke_sender = False
         with self._cond:
-            tp = (topic, partition)
-            batch = self._open.get(tp)
-            if batch is not None and batch.bytes + len(entry) > max(self._batch_size, len(entry)):
-                self._seal(tp)
-                batch = None
-            if batch is None:
-                batch = self._open[tp] = _Batch(topic, partition, time.monotonic(),
-                                                ProduceRequestResult(topic, partition))
+            batch, index, new = self._accumulator.append(topic, partition, entry, ts, _now_ms())
+            if new:
+                batch.result = ProduceRequestResult(topic, partition)
                 if key_bytes is None and partition == self._sticky.get(topic):
                     # Kafka's sticky partitioner moves on when a batch is started.
                     self._sticky.pop(topic, None)
-                self._cond.notify_all()  # the sender times the new batch's linger
-                self._batch_opened = self._txn is not None and self._txn.transactional
-                woke_sender = True
-            future = FutureRecordMetadata(batch.result, len(batch.entries), ts,
-                                          len(key_bytes) if key_bytes is not None else -1,
-                                          len(value_bytes) if value_bytes is not None else -1)
-            batch.entries.append(entry)
-            batch.bytes += len(entry)
-            batch.max_ts = max(batch.max_ts, ts)
-            if batch.bytes >= self._batch_size:
-                self._seal(tp)
-                woke_sender = True
+            woke_sender = new or batch.is_sealed  # the sender times a new batch's linger, or sends
+            if woke_sender:
+                self._cond.notify_all()
+        future = FutureRecordMetadata(batch.result, index, ts, len(key_bytes) if key_bytes is not None else -1,
+                                      len(value_bytes) if value_bytes is not None else -1)
         if woke_sender:
             # Hand the sender the interpreter now: a thread that keeps calling send() would
             # otherwise hold it for a whole switch interval (5 ms) while the batch waits.
@@ -170,18 +136,13 @@ class Producer:
         """Send everything buffered and wait until each record is acknowledged or failed."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            self._flushing += 1
-            try:
-                for tp in list(self._open):
-                    self._seal(tp)
-                self._cond.notify_all()
-                while self._open or any(self._queued.values()) or self._sending or self._in_flight:
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        raise KafkaError(Errors.REQUEST_TIMED_OUT, "flush timed out")
-                    self._cond.wait(remaining if remaining is not None else 0.1)
-            finally:
-                self._flushing -= 1
+            self._accumulator.seal_all()
+            self._cond.notify_all()
+            while self._accumulator.has_incomplete() or self._settling:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise KafkaError(Errors.REQUEST_TIMED_OUT, "flush timed out")
+                self._cond.wait(remaining if remaining is not None else 0.1)
 
     # ------------------------------------------------------------------ transactions (kafka-python's names)
 
@@ -204,13 +165,13 @@ class Producer:
         txn = self._transactional()
         txn.begin_completion(commit=True)
         self.flush()
-        txn.end_transaction(commit=True)
+        txn.end_transaction()
 
     def abort_transaction(self) -> None:
         txn = self._transactional()
         txn.begin_completion(commit=False)
         self.flush()
-        txn.end_transaction(commit=False)
+        txn.end_transaction()
 
     def _transactional(self) -> TransactionManager:
         if self._txn is None or not self._txn.transactional:
@@ -253,128 +214,72 @@ class Producer:
 
     # ------------------------------------------------------------------ the sender thread
 
-    def _seal(self, tp: tuple[str, int]) -> None:
-        batch = self._open.pop(tp, None)
-        if batch is not None:
-            batch.deadline = batch.created + self._delivery_timeout_s
-            batch.seq = next(_batch_seq)
-            self._queued.setdefault(tp, []).append(batch)
-            self._cond.notify_all()
-
     def _run(self) -> None:
+        acc = self._accumulator
         while True:
             with self._cond:
-                now = time.monotonic()
-                for tp, batch in list(self._open.items()):
-                    if now - batch.created >= self._linger_s:
-                        self._seal(tp)
-                to_send = self._ready_batches(now)
-                # Out of the queues but not yet in flight: flush() must wait for these too,
-                # or a commit could end the transaction before they are sent.
-                self._sending += len(to_send)
-                opened, self._batch_opened = self._batch_opened, False
-                if not to_send and not self._in_flight and not opened:
-                    if self._closed and not self._open and not any(self._queued.values()):
+                now = _now_ms()
+                acc.seal_lingered(now)
+                to_send = acc.drain(now)
+                new_partitions = acc.take_new_partitions()
+                if not to_send and not self._in_flight and not new_partitions:
+                    if self._closed and acc.is_idle():
                         return
-                    self._cond.wait(self._next_wake(now))
+                    wake = acc.next_wake_ms(now)
+                    self._cond.wait(0.1 if wake is None else max((wake - now) / 1000, 0.0005))
                     continue
-            try:
-                if opened:
-                    self._add_partitions_early()
-                sending = self._prepare_idempotent(to_send) if to_send and self._txn is not None else to_send
-                for batch in sending:
-                    self._send(batch)
-            finally:
-                with self._cond:
-                    self._sending -= len(to_send)
-                    self._cond.notify_all()
+            if new_partitions:
+                self._add_partitions_early(new_partitions)
+            if to_send and self._txn is not None:
+                to_send = self._prepare_idempotent(to_send)
+            for batch in to_send:
+                self._send(batch)
             self._collect()
 
-    def _next_wake(self, now: float) -> float:
-        waits = [b.created + self._linger_s - now for b in self._open.values()]
-        waits += [b.retry_at - now for q in self._queued.values() for b in q]
-        return max(min(waits, default=0.1), 0.0005)
-
-    def _in_flight_by_partition(self) -> dict[tuple[str, int], int]:
-        """How many batches each partition has in flight. Called under the lock."""
-        counts: dict[tuple[str, int], int] = {}
-        for b in self._in_flight.values():
-            counts[(b.topic, b.partition)] = counts.get((b.topic, b.partition), 0) + 1
-        return counts
-
-    def _ready_batches(self, now: float) -> list[_Batch]:
-        in_flight = self._in_flight_by_partition()
-        ready = []
-        for tp, queue in self._queued.items():
-            # A leader accepts any first sequence from a producer it does not know, so until
-            # the first batch is in, a later one (Ray may deliver it first) must not go. Not
-            # so under transaction version 2: there a transaction starts at sequence 0.
-            limit = (self._max_in_flight if self._txn is None or tp in self._sequence_started
-                     or self._txn.starts_at_sequence_zero else 1)
-            room = limit - in_flight.get(tp, 0)
-            # In order: a batch waiting for its retry holds back the ones behind it.
-            while queue and room > 0 and queue[0].retry_at <= now:
-                ready.append(queue.pop(0))
-                room -= 1
-        return ready
-
-    def _prepare_idempotent(self, batches: list[_Batch]) -> list[_Batch]:
-        """Give first-time batches the producer id and their partition's next sequence, and
-        add new partitions to the transaction. Batches that cannot go fail here."""
+    def _prepare_idempotent(self, batches: list[ProducerBatch]) -> list[ProducerBatch]:
+        """Get the producer id (and epoch) and add new partitions to the transaction; then the
+        accumulator numbers the batches. Batches that cannot go fail here."""
+        with self._cond:
+            busy = self._accumulator.has_numbered_unacknowledged()
         try:
-            producer_id, epoch = self._txn.producer_id_and_epoch(
-                self._has_unacknowledged_batches(batches))
-            self._txn.add_partitions({(b.topic, b.partition) for b in batches if b.base_sequence is None})
+            producer_id, epoch = self._txn.producer_id_and_epoch(busy)
+            self._txn.add_partitions({b.tp for b in batches if b.base_sequence is None})
         except KafkaError as e:
             for batch in batches:
-                self._fail(batch, e)
+                with self._cond:
+                    self._accumulator.fail(batch, e)
+                    self._settling += 1
+                self._settle(batch, Outcome.FAILED)
             return []
         with self._cond:
-            if (producer_id, epoch) != self._txn.sequences_for:
-                self._next_sequence.clear()
-                self._sequence_started.clear()
-                self._txn.sequences_for = (producer_id, epoch)
-            for b in batches:
-                if b.base_sequence is None:
-                    tp = (b.topic, b.partition)
-                    b.producer_id, b.producer_epoch = producer_id, epoch
-                    b.base_sequence = self._next_sequence.get(tp, 0)
-                    self._next_sequence[tp] = increment_sequence(b.base_sequence, len(b.entries))
+            self._accumulator.number(batches, producer_id, epoch)
         return batches
 
-    def _add_partitions_early(self) -> None:
+    def _add_partitions_early(self, partitions: set[tuple[str, int]]) -> None:
         """As Kafka's producer does, add a partition to the transaction as soon as a batch for
         it is opened: the AddPartitionsToTxn round trip overlaps the batch filling up instead
         of delaying its send."""
-        with self._cond:
-            partitions = set(self._open)
-        if partitions:
-            try:
-                self._txn.add_partitions(partitions)
-            except KafkaError:
-                pass  # the transaction has failed: its batches fail when they are sent
+        try:
+            self._txn.add_partitions(partitions)
+        except KafkaError:
+            pass  # the transaction has failed: its batches fail when they are sent
 
-    def _has_unacknowledged_batches(self, sending: list[_Batch]) -> bool:
-        """Whether a batch numbered with the current producer id may still be in the air: a
-        new producer id must wait until none is."""
-        with self._cond:
-            return bool(self._in_flight) or any(b.base_sequence is not None for b in sending) or any(
-                b.base_sequence is not None for q in self._queued.values() for b in q)
-
-    def _send(self, batch: _Batch) -> None:
+    def _send(self, batch: ProducerBatch) -> None:
+        txn = self._txn
         request = ProduceRequest(batch.topic, batch.partition, pack_batch(batch.entries), len(batch.entries),
-                                 batch.max_ts, acks=self._acks, timeout_ms=int(self._request_timeout_s * 1000),
-                                 transactional_id=self._txn.transactional_id if self._txn else None,
+                                 batch.max_timestamp, acks=self._acks, timeout_ms=self._request_timeout_ms,
+                                 transactional_id=txn.transactional_id if txn else None,
                                  producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
                                  base_sequence=-1 if batch.base_sequence is None else batch.base_sequence,
-                                 is_transactional=bool(self._txn and self._txn.transactional),
-                                 transaction_version=self._txn.transaction_version if self._txn else 2)
-        batch.overtaking = self._earlier_batch_unacknowledged(batch)
+                                 is_transactional=bool(txn and txn.transactional),
+                                 transaction_version=txn.transaction_version if txn else 2)
+        with self._cond:
+            self._accumulator.sending(batch)
         try:
             leader = self._cluster.partition_leader(batch.topic, batch.partition)
             ref = leader.produce.remote(request)
         except Exception as e:
-            self._retry_or_fail(batch, to_kafka_error(e))
+            self._answer(batch, to_kafka_error(e), -1)
             return
         with self._cond:
             self._in_flight[ref] = batch
@@ -382,10 +287,9 @@ class Producer:
     def _collect(self) -> None:
         with self._cond:
             refs = list(self._in_flight)
-            in_flight = self._in_flight_by_partition()
             # A batch being filled that could go as soon as it is sealed: ray.wait cannot be
             # woken by the user's thread, so look again soon rather than hold the batch back.
-            room = any(in_flight.get(tp, 0) < self._max_in_flight for tp in self._open)
+            room = self._accumulator.open_batch_could_go()
         if not refs:
             return
         done, _ = ray.wait(refs, num_returns=1, timeout=0.001 if room else 0.005)
@@ -394,63 +298,49 @@ class Producer:
         done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         for ref in done:
             with self._cond:
-                batch = self._in_flight[ref]  # in flight until handled, so flush() cannot return meanwhile
-            error = None
+                batch = self._in_flight.pop(ref)
+            error, base_offset = None, -1
             try:
                 response = ray.get(ref)
                 if response.error_code:
                     error = KafkaError(Errors.for_code(response.error_code), response.error_message)
+                base_offset = response.base_offset
             except Exception as e:
                 self._cluster._forget(naming.partition_leader(batch.topic, batch.partition))
                 with self._cond:
-                    # A restarted leader may have lost every batch of ours: one at a time again.
-                    self._sequence_started.discard((batch.topic, batch.partition))
+                    self._accumulator.leader_lost(batch.tp)
                 error = to_kafka_error(e)
-            if error is not None:
-                self._retry_or_fail(batch, error)
-            else:
-                with self._cond:
-                    if self._txn is not None and (batch.producer_id, batch.producer_epoch) == self._txn.sequences_for:
-                        self._sequence_started.add((batch.topic, batch.partition))
-                batch.result.complete(response.base_offset)
-            with self._cond:
-                del self._in_flight[ref]
-        with self._cond:
-            self._cond.notify_all()
+            self._answer(batch, error, base_offset)
 
-    def _retry_or_fail(self, batch: _Batch, error: KafkaError) -> None:
-        retriable = error.retriable or error.error in (Errors.COORDINATOR_NOT_AVAILABLE, Errors.KAFKA_STORAGE_ERROR)
-        overtook = error.error is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER and (
-            batch.overtaking or self._earlier_batch_unacknowledged(batch))
-        now = time.monotonic()
-        if (retriable or overtook) and now < batch.deadline:
-            backoff = Backoff(*self._backoff)
-            backoff.attempts = batch.attempts
-            batch.attempts += 1
-            # A batch that overtook an unacknowledged one goes again behind it, at once.
-            batch.retry_at = now if overtook else now + backoff.next_s()
-            log.info("retrying a batch of %s-%d after %s", batch.topic, batch.partition, error)
-            with self._cond:
-                queue = self._queued.setdefault((batch.topic, batch.partition), [])
-                queue.append(batch)
-                queue.sort(key=lambda b: b.seq)  # failed batches go back in their order
+    def _answer(self, batch: ProducerBatch, error: KafkaError | None, base_offset: int) -> None:
+        with self._cond:
+            outcome = self._accumulator.on_response(batch, error, base_offset, _now_ms())
+            if outcome is Outcome.RETRY:
+                log.info("retrying a batch of %s-%d after %s", batch.topic, batch.partition, error)
                 self._cond.notify_all()
-            return
-        self._fail(batch, error)
+                return
+            self._settling += 1
+        self._settle(batch, outcome)
 
-    def _earlier_batch_unacknowledged(self, batch: _Batch) -> bool:
-        tp = (batch.topic, batch.partition)
-        with self._cond:
-            return any((b.topic, b.partition) == tp and b.seq < batch.seq
-                       for b in [*self._in_flight.values(), *self._queued.get(tp, ())])
+    def _settle(self, batch: ProducerBatch, outcome: Outcome) -> None:
+        """Complete the futures of a batch the accumulator is done with (counted in
+        _settling, under the lock that took it from the accumulator): flush() waits for this
+        too, so it cannot return before a record's future is done."""
+        try:
+            if outcome is Outcome.ACKNOWLEDGED:
+                batch.result.complete(batch.base_offset)
+            else:
+                if self._txn is not None:
+                    self._txn.batch_failed(batch.error, sent=batch.base_sequence is not None)
+                batch.result.fail(batch.error)
+        finally:
+            with self._cond:
+                self._settling -= 1
+                self._cond.notify_all()
 
-    def _fail(self, batch: _Batch, error: KafkaError) -> None:
-        if self._txn is not None:
-            self._txn.batch_failed(error, sent=batch.base_sequence is not None)
-        batch.result.fail(error)
-        with self._cond:
-            self._cond.notify_all()
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000
 
 
 _ids = itertools.count(1)
-_batch_seq = itertools.count()
