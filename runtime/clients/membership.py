@@ -106,6 +106,7 @@ class AbstractMembershipManager:
         self.in_progress: Reconciliation | None = None
         self.fatal_error: KafkaError | None = None
         self.poll_expired = False
+        self.backing_off = False  # the last heartbeat failed: the next waits for the retry backoff
         self.joins = 0  # bumped whenever the member starts over (fenced, left)
         self._sent: dict | None = None  # what the coordinator was last told; None: tell it everything
 
@@ -203,6 +204,7 @@ class AbstractMembershipManager:
         ACKNOWLEDGING on and completes a leave (Kafka's onHeartbeatRequestGenerated)."""
         if self.state in _SILENT:
             return None
+        self.backing_off = False
         if self.state is S.LEAVING:
             request = self._leave_request()
             self._sent = None
@@ -218,6 +220,7 @@ class AbstractMembershipManager:
         """The heartbeat or its response was lost (the coordinator died, moved, or was
         loading): the next one carries everything, so the coordinator answers in full."""
         self._sent = None
+        self.backing_off = True
 
     def on_heartbeat_response(self, response) -> None:
         """Take in a response; afterwards the state says what the caller must do (FENCED:

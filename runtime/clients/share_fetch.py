@@ -108,31 +108,30 @@ class ShareFetchBook:
                 tp.partition, acknowledgement_batches(acks)),)),))
         return request, acks
 
-    def on_fetch_response(self, tp: TopicPartition, acks: dict, response: ShareFetchResponse) -> Errors:
-        """Take in a fetch's response; the error that refused it, or NONE."""
+    def on_fetch_response(self, part: FetchPartition, acks: dict, response: ShareFetchResponse) -> Errors:
+        """Take in a fetch's response (`part` may have left the subscription meanwhile); the
+        error that refused it, or NONE."""
         if response.error_code:
             # Refused as a whole (the group does not have this member): the acknowledgements
             # it carried were not applied.
-            return self.on_fetch_failed(tp, acks, KafkaError(Errors.for_code(response.error_code),
-                                                             response.error_message))
-        self.partitions[tp].fetching = False
+            return self.on_fetch_failed(part, acks, KafkaError(Errors.for_code(response.error_code),
+                                                               response.error_message))
+        part.fetching = False
         (result,) = response.responses[0].partitions
         if acks:
-            self.results.append(AckResult(tp, tuple(sorted(acks)), _error(
+            self.results.append(AckResult(part.tp, tuple(sorted(acks)), _error(
                 result.acknowledge_error_code, result.acknowledge_error_message)))
         if result.error_code:
             return Errors.for_code(result.error_code)
         self.lock_timeout_ms = response.acquisition_lock_timeout_ms
-        self._take(self.partitions[tp], result)
+        self._take(part, result)
         return Errors.NONE
 
-    def on_fetch_failed(self, tp: TopicPartition, acks: dict, error: KafkaError) -> Errors:
+    def on_fetch_failed(self, part: FetchPartition, acks: dict, error: KafkaError) -> Errors:
         """The fetch was refused or lost: its acknowledgements failed with it."""
-        part = self.partitions.get(tp)
-        if part is not None:
-            part.fetching = False
+        part.fetching = False
         if acks:
-            self.results.append(AckResult(tp, tuple(sorted(acks)), error))
+            self.results.append(AckResult(part.tp, tuple(sorted(acks)), error))
         return error.error
 
     def _take(self, part: FetchPartition, result) -> None:
@@ -156,15 +155,12 @@ class ShareFetchBook:
 
     # ------------------------------------------------------------------ ShareAcknowledge
 
-    def acknowledge_request(self, tp: TopicPartition, acks: dict) -> tuple[ShareAcknowledgeRequest | None, dict]:
-        """The acknowledgement to send on its own and what it carries; None for a partition
-        outside the subscription (`acknowledge_refused` gives its outcome)."""
-        part = self.partitions.get(tp)
-        if part is None:
-            return None, acks
+    def acknowledge_request(self, part: FetchPartition, acks: dict) -> tuple[ShareAcknowledgeRequest, dict]:
+        """The acknowledgement to send on its own and what it carries (for a partition
+        outside the subscription, `acknowledge_refused` gives the outcome instead)."""
         acks = self._with_gaps(part, acks)
         return ShareAcknowledgeRequest(self.group_id, self.member_id, topics=(AcknowledgeTopic(
-            part.topic_id, (AcknowledgePartition(tp.partition, acknowledgement_batches(acks)),)),)), acks
+            part.topic_id, (AcknowledgePartition(part.tp.partition, acknowledgement_batches(acks)),)),)), acks
 
     @staticmethod
     def acknowledge_refused(tp: TopicPartition, acks: dict) -> AckResult:

@@ -200,7 +200,7 @@ class ShareMember:
         for tp, acks in route.fetch.items():
             stamp = self.membership.stamp()
             request, acks = self.book.fetch_request(tp, acks, 0)
-            error = self.book.on_fetch_response(tp, acks, self.h.share_fetch(request))
+            error = self.book.on_fetch_response(self.book.partitions[tp], acks, self.h.share_fetch(request))
             self.membership.partition_refused(error, stamp)
         self.results += self.book.take_results()
         self.in_flight.settle(self.results)
@@ -215,9 +215,10 @@ class ShareMember:
 
     def _acknowledge(self, tp, acks):
         stamp = self.membership.stamp()
-        request, acks = self.book.acknowledge_request(tp, acks)
-        if request is None:
+        part = self.book.partitions.get(tp)
+        if part is None:
             return self.book.acknowledge_refused(tp, acks)
+        request, acks = self.book.acknowledge_request(part, acks)
         result = self.book.acknowledge_outcome(tp, acks, self.h.share_acknowledge(request))
         if result.error is not None:
             self.membership.partition_refused(result.error.error, stamp)
