@@ -192,3 +192,20 @@ def test_an_illegal_transition_raises_and_changes_nothing():
     with pytest.raises(IllegalStateTransition):
         m._transition(S.LEAVING)
     assert m.state is S.STABLE and m.owned == {TP("t", 0)}
+
+
+def test_a_failed_heartbeat_waits_for_the_backoff_and_a_fence_does_not():
+    m = joined()
+    assert not m.backing_off
+    m.heartbeat_request()
+    m.on_heartbeat_response(response(error=Errors.COORDINATOR_LOAD_IN_PROGRESS))
+    assert m.backing_off
+    m.heartbeat_request()
+    m.on_heartbeat_response(response(1, None))
+    assert not m.backing_off
+    m.heartbeat_request()
+    m.heartbeat_failed()  # the call itself failed
+    assert m.backing_off
+    m.heartbeat_request()
+    m.on_heartbeat_response(response(error=Errors.FENCED_MEMBER_EPOCH))
+    assert not m.backing_off and m.heartbeat_due_now()  # the rejoin goes at once
