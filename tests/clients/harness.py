@@ -31,7 +31,7 @@ SETTINGS = {"fetch_max_wait_ms": 500, "fetch_min_bytes": 1, "max_partition_fetch
             "max_poll_records": 500}
 
 
-class _Read(NamedTuple):  # a ReadShareGroupState result for a partition with no state yet
+class ReadResult(NamedTuple):  # a ReadShareGroupState result for a partition with no state yet
     start_offset: int
     state_epoch: int = 0
     state_batches: tuple = ()
@@ -54,7 +54,7 @@ class ShareClientHarness:
             for p in range(count):
                 tp = TopicPartition(topic, p)
                 sp = SharePartition(G, self.topic_ids[topic], p, config)
-                sp.initialize(_Read(0), self.now)
+                sp.initialize(ReadResult(0), self.now)
                 self.partitions[tp], self.log[tp] = sp, []
 
     @property

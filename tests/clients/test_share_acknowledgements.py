@@ -14,7 +14,7 @@ from runtime.errors import Errors, KafkaError
 from runtime.messages.share import AcknowledgementBatch as AB, AcknowledgeType as T
 from runtime.share.partition import SharePartition
 from runtime.share.records import RecordState
-from tests.clients.harness import _Read
+from tests.clients.harness import ReadResult
 
 ACCEPT, RELEASE, REJECT, RENEW, GAP = (int(T.ACCEPT), int(T.RELEASE), int(T.REJECT), int(T.RENEW), int(T.GAP))
 
@@ -86,7 +86,7 @@ def test_the_batches_say_exactly_what_was_acknowledged(seed):
 
 def test_the_share_partition_applies_the_batches_as_acknowledged():
     sp = SharePartition("g", "T", 0)
-    sp.initialize(_Read(0), 0)
+    sp.initialize(ReadResult(0), 0)
     sp.acquire("m", [(0, 30)], 100, 0, batch_size=100)
     # a RELEASE first keeps the start offset (and every record's state) in place
     types = [T.RELEASE] + [T.ACCEPT] * 12 + [T.REJECT, T.ACCEPT] + [T.REJECT] * 16
