@@ -10,6 +10,7 @@ them to the SharePartitions and back.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Iterable, Mapping
 
 from runtime.errors import Errors, KafkaError
@@ -32,39 +33,40 @@ _USER_TYPES = frozenset({AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, Acknow
 def acknowledgement_batches(acks: Mapping[int, int]) -> tuple[AcknowledgementBatch, ...]:
     """{offset: type} as acknowledgement batches: a gap in the offsets starts a new batch; a
     batch whose types all agree names its type once."""
+    offsets = sorted(acks)
+    types = [int(acks[o]) for o in offsets]
     out: list[AcknowledgementBatch] = []
-    run: list[tuple[int, int]] = []
-    for offset in sorted(acks):
-        if run and offset != run[-1][0] + 1:
-            out.extend(_split(run))
-            run = []
-        run.append((offset, int(acks[offset])))
-    if run:
-        out.extend(_split(run))
+    start = 0
+    for i in range(1, len(offsets) + 1):
+        if i == len(offsets) or offsets[i] != offsets[i - 1] + 1:
+            _split(offsets[start], types[start:i], out)
+            start = i
     return tuple(out)
 
 
-def _split(run: list[tuple[int, int]]):
-    """A contiguous run, with each streak of one type longer than the limit on its own."""
-    start = 0  # first offset (index in run) not yet emitted
+def _split(first: int, types: list[int], out: list) -> None:
+    """A contiguous run from `first`, with each streak of one type longer than the limit in a
+    batch of its own."""
+    streaks = [(t, len(list(g))) for t, g in groupby(types)]
+    if len(streaks) == 1:
+        out.append(AcknowledgementBatch(first, first + len(types) - 1, (types[0],)))
+        return
+    pending = 0  # index in `types` of the first offset not yet in a batch
     i = 0
-    while i < len(run):
-        j = i
-        while j + 1 < len(run) and run[j + 1][1] == run[i][1]:
-            j += 1
-        if j - i + 1 > MAX_RECORDS_WITH_SAME_ACKNOWLEDGE_TYPE:
-            if start < i:
-                yield _batch(run[start:i])
-            yield _batch(run[i:j + 1])
-            start = j + 1
-        i = j + 1
-    if start < len(run):
-        yield _batch(run[start:])
+    for t, n in streaks:
+        if n > MAX_RECORDS_WITH_SAME_ACKNOWLEDGE_TYPE:
+            if pending < i:
+                out.append(_batch(first + pending, types[pending:i]))
+            out.append(AcknowledgementBatch(first + i, first + i + n - 1, (t,)))
+            pending = i + n
+        i += n
+    if pending < len(types):
+        out.append(_batch(first + pending, types[pending:]))
 
 
-def _batch(run: list[tuple[int, int]]) -> AcknowledgementBatch:
-    types = tuple(t for _, t in run)
-    return AcknowledgementBatch(run[0][0], run[-1][0], types[:1] if len(set(types)) == 1 else types)
+def _batch(first: int, types: list[int]) -> AcknowledgementBatch:
+    return AcknowledgementBatch(first, first + len(types) - 1,
+                                (types[0],) if len(set(types)) == 1 else tuple(types))
 
 
 def user_ack_type(ack_type) -> AcknowledgeType:
