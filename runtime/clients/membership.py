@@ -1,11 +1,13 @@
-"""The KIP-848 consumer's membership manager (Kafka's ConsumerMembershipManager), sans I/O.
+"""KIP-848 group membership on the client, sans I/O: the base every member shares (Kafka's
+AbstractMembershipManager) and the consumer's manager (Kafka's ConsumerMembershipManager).
+The share consumer's manager subclasses the same base (`share_membership.py`).
 
-It decides what the next ConsumerGroupHeartbeat carries, takes in the responses, and hands
-out the reconciliations to apply; the client actor does the I/O (the heartbeat calls, the
+A manager decides what the next heartbeat carries, takes in the responses, and hands out
+the reconciliations to apply; the client actor does the I/O (the heartbeat calls, the
 commits and listener callbacks of a revocation, starting and stopping fetches) and reports
 back. Every state change goes through `_transition`, checked against `PREVIOUS_STATES`.
 
-A reconciliation revokes before it assigns, and the member acknowledges it by reporting
+A reconciliation revokes before it assigns, and a consumer acknowledges it by reporting
 what it owns in its next heartbeat; the coordinator gives a partition to its next owner
 only after that report, so two members never own a partition at once.
 """
@@ -17,11 +19,12 @@ from dataclasses import dataclass
 from runtime.errors import Errors, KafkaError
 from runtime.messages.consumer import (JOIN_GROUP_MEMBER_EPOCH, LEAVE_GROUP_MEMBER_EPOCH,
                                        LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroupHeartbeatRequest,
-                                       ConsumerGroupHeartbeatRequestTopicPartitions, ConsumerGroupHeartbeatResponse)
+                                       ConsumerGroupHeartbeatRequestTopicPartitions)
 
 from .types import TopicPartition
 
-__all__ = ["MemberState", "PREVIOUS_STATES", "IllegalStateTransition", "Reconciliation", "MembershipManager"]
+__all__ = ["MemberState", "PREVIOUS_STATES", "IllegalStateTransition", "Reconciliation",
+           "AbstractMembershipManager", "MembershipManager"]
 
 
 class MemberState(enum.Enum):
@@ -57,9 +60,11 @@ PREVIOUS_STATES: dict[MemberState, frozenset[MemberState]] = {
 # States whose heartbeat goes out at once rather than at the interval; and those that send none.
 _SEND_NOW = frozenset({S.JOINING, S.ACKNOWLEDGING, S.LEAVING})
 _SILENT = frozenset({S.UNSUBSCRIBED, S.FENCED, S.STALE, S.FATAL})
+# States in which a heartbeat response belongs to a membership that is over.
+_OUT = frozenset({S.UNSUBSCRIBED, S.STALE, S.FATAL, S.FENCED, S.LEAVING})
 # A new assignment is taken only by a member that means to stay (Kafka's canHandleNewAssignment).
 _TAKES_ASSIGNMENT = PREVIOUS_STATES[S.RECONCILING]
-_FENCING = frozenset({Errors.FENCED_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID})
+FENCING_ERRORS = frozenset({Errors.FENCED_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID})
 _RETRY = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE, Errors.COORDINATOR_LOAD_IN_PROGRESS})
 
 
@@ -82,25 +87,26 @@ class Reconciliation:
 _NO_PARTITIONS: frozenset = frozenset()
 
 
-class MembershipManager:
-    def __init__(self, group_id: str, member_id: str, rebalance_timeout_ms: int, instance_id: str | None = None,
-                 rack_id: str | None = None, server_assignor: str | None = None) -> None:
+class AbstractMembershipManager:
+    """The member id and epoch, the state table, joining, fencing, leaving, the poll timer,
+    the outline of a heartbeat and its response, and reconciliation. A subclass builds its
+    group type's heartbeat requests (`_request`, `_leave_request`) and decides when a
+    reconciliation is settled (`_settle`)."""
+
+    def __init__(self, group_id: str, member_id: str, rack_id: str | None = None) -> None:
         self.group_id = group_id
         self.member_id = member_id  # drawn by the client, as Kafka 4.x clients do (KIP-1082)
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.instance_id = instance_id
         self.rack_id = rack_id
-        self.server_assignor = server_assignor
         self.state = S.UNSUBSCRIBED
         self.member_epoch = 0
         self.heartbeat_interval_ms = 0
         self.topics: tuple[str, ...] = ()
-        self.regex: str | None = None
         self.owned: frozenset = _NO_PARTITIONS
         self.target: frozenset = _NO_PARTITIONS
         self.in_progress: Reconciliation | None = None
         self.fatal_error: KafkaError | None = None
         self.poll_expired = False
+        self.backing_off = False  # the last heartbeat failed: the next waits for the retry backoff
         self.joins = 0  # bumped whenever the member starts over (fenced, left)
         self._sent: dict | None = None  # what the coordinator was last told; None: tell it everything
 
@@ -113,21 +119,46 @@ class MembershipManager:
 
     @property
     def subscribed(self) -> bool:
-        return bool(self.topics) or self.regex is not None
+        return bool(self.topics)
+
+    # ------------------------------------------------------------------ the group type's part
+
+    def _request(self, joining: bool):
+        """The heartbeat of a member in the group (epoch 0 when `joining`)."""
+        raise NotImplementedError
+
+    def _leave_request(self):
+        """The heartbeat that leaves the group."""
+        raise NotImplementedError
+
+    def _settle(self) -> None:
+        """Move on after a response: reconcile toward the target, or be stable."""
+        raise NotImplementedError
+
+    def _clear_subscription(self) -> None:
+        self.topics = ()
+
+    def _on_new_target(self) -> None:
+        """A response carried an assignment (now `target`)."""
+
+    def _on_unexpected_error(self, error: Errors, message: str | None) -> None:
+        self.fatal_error = KafkaError(error, message or f"the group coordinator answered {error.name}")
+        self.in_progress = None
+        self._transition(S.FATAL)
 
     # ------------------------------------------------------------------ the user's calls
 
-    def subscribe(self, topics=(), regex: str | None = None) -> None:
+    def subscribe(self, topics=()) -> None:
         """A new subscription; a member in the group sends it with its next heartbeat."""
         self._raise_if_fatal()
-        self.topics, self.regex = tuple(sorted(set(topics))), regex
+        self.topics = tuple(sorted(set(topics)))
         if self.state is S.UNSUBSCRIBED and self.subscribed:
             self._join()
 
     def leave(self) -> frozenset:
         """Start leaving (unsubscribe or close): the partitions the caller must revoke before
         `leave_ready()`. A member not in the group has nothing to do."""
-        self.topics, self.regex = (), None
+        self._clear_subscription()
         if self.state in (S.UNSUBSCRIBED, S.FATAL, S.STALE, S.LEAVING, S.PREPARE_LEAVING, S.FENCED):
             # out of the group already, or on the way out (a fenced member's partitions are
             # being given up as lost, after which it stays out)
@@ -168,45 +199,19 @@ class MembershipManager:
         """Whether the next heartbeat goes out without waiting for the interval."""
         return self.state in _SEND_NOW
 
-    def heartbeat_request(self) -> ConsumerGroupHeartbeatRequest | None:
-        """The next heartbeat (None: none is due in this state), with only what changed since
-        the coordinator last heard from the member. Generating it moves ACKNOWLEDGING on and
-        completes a leave (Kafka's onHeartbeatRequestGenerated)."""
+    def heartbeat_request(self):
+        """The next heartbeat (None: none is due in this state). Generating it moves
+        ACKNOWLEDGING on and completes a leave (Kafka's onHeartbeatRequestGenerated)."""
         if self.state in _SILENT:
             return None
+        self.backing_off = False
         if self.state is S.LEAVING:
-            epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH if self.instance_id is not None else LEAVE_GROUP_MEMBER_EPOCH
-            request = ConsumerGroupHeartbeatRequest(self.group_id, self.member_id, epoch, self.instance_id)
+            request = self._leave_request()
             self._sent = None
             self.member_epoch = 0
             self._transition(S.STALE if self.poll_expired else S.UNSUBSCRIBED)
             return request
-        joining = self.state is S.JOINING
-        sent = self._sent or {}
-        now = {"topics": self.topics, "regex": self.regex, "assignor": self.server_assignor,
-               "owned": _NO_PARTITIONS if joining else self.owned}
-        full = joining or self._sent is None
-
-        def changed(*keys):
-            return full or any(sent.get(k) != now[k] for k in keys)
-
-        subscription = changed("topics", "regex")  # "" clears a regex, as the coordinator reads it
-        # What it owns is told only between reconciliations (Kafka sends its local assignment,
-        # which changes only when one completes): told midway, the coordinator would count
-        # partitions about to be taken as given up, and could hand them to another member.
-        report = changed("owned") and self.in_progress is None
-        request = ConsumerGroupHeartbeatRequest(
-            self.group_id, self.member_id, JOIN_GROUP_MEMBER_EPOCH if joining else self.member_epoch,
-            self.instance_id,
-            rack_id=self.rack_id if full else None,
-            rebalance_timeout_ms=self.rebalance_timeout_ms if full else -1,
-            subscribed_topic_names=self.topics if subscription else None,
-            subscribed_topic_regex=(self.regex or "") if subscription else None,
-            server_assignor=self.server_assignor if changed("assignor") else None,
-            topic_partitions=_request_partitions(now["owned"]) if report else None)
-        if report or not full:
-            # a full request without what it owns does not count as one: it goes out again
-            self._sent = now if report else {**now, "owned": sent.get("owned")}
+        request = self._request(self.state is S.JOINING)
         if self.state is S.ACKNOWLEDGING:
             self._transition(S.STABLE if self.target == self.owned else S.RECONCILING)
         return request
@@ -215,12 +220,13 @@ class MembershipManager:
         """The heartbeat or its response was lost (the coordinator died, moved, or was
         loading): the next one carries everything, so the coordinator answers in full."""
         self._sent = None
+        self.backing_off = True
 
-    def on_heartbeat_response(self, response: ConsumerGroupHeartbeatResponse) -> None:
+    def on_heartbeat_response(self, response) -> None:
         """Take in a response; afterwards the state says what the caller must do (FENCED:
         give up `owned` as lost, then `lost_done()`; RECONCILING: `next_reconciliation()`;
         FATAL: raise `fatal_error` to the user)."""
-        if self.state in (S.UNSUBSCRIBED, S.STALE, S.FATAL, S.FENCED, S.LEAVING):
+        if self.state in _OUT:
             return  # an answer to a heartbeat of a membership that is over
         error = Errors.for_code(response.error_code)
         if error is not Errors.NONE:
@@ -236,11 +242,7 @@ class MembershipManager:
         if response.assignment is not None:
             self.target = frozenset(TopicPartition(tp.topic_name, p) for tp in response.assignment.topic_partitions
                                     for p in tp.partitions)
-            if self._sent is not None:
-                # The coordinator now counts the member as owning what it assigned until told
-                # otherwise: the next heartbeat says what the member owns, even if unchanged
-                # (a target withdrawn before it was applied would wait for a revocation forever).
-                self._sent["owned"] = None
+            self._on_new_target()
         elif self.state is S.JOINING:
             return  # a join is answered with an assignment; wait for it
         self._settle()
@@ -248,27 +250,16 @@ class MembershipManager:
     def _on_error(self, error: Errors, message: str | None) -> None:
         if error in _RETRY or error.retriable:
             self.heartbeat_failed()
-        elif error in _FENCING:
-            if self.state is S.PREPARE_LEAVING:
-                self.topics, self.regex = (), None
-            self.in_progress = None
-            self._transition(S.FENCED)
+        elif error in FENCING_ERRORS:
+            self._fence()
         else:
-            self.fatal_error = KafkaError(error, message or f"the group coordinator answered {error.name}")
-            self.in_progress = None
-            self._transition(S.FATAL)
+            self._on_unexpected_error(error, message)
 
-    def _settle(self) -> None:
-        if self.in_progress is not None or self.target != self.owned:
-            if self.state is not S.RECONCILING:
-                self._transition(S.RECONCILING)
-        elif self.state is S.JOINING or self.state is S.RECONCILING and self._reported():
-            self._transition(S.STABLE)
-        elif self.state is S.RECONCILING:
-            self._transition(S.ACKNOWLEDGING)
-
-    def _reported(self) -> bool:
-        return self._sent is not None and self._sent.get("owned") == self.owned
+    def _fence(self) -> None:
+        if self.state is S.PREPARE_LEAVING:
+            self._clear_subscription()
+        self.in_progress = None
+        self._transition(S.FENCED)
 
     def lost_done(self) -> None:
         """The fenced member's partitions are given up (on_partitions_lost ran): rejoin with
@@ -325,6 +316,85 @@ class MembershipManager:
             self._transition(S.RECONCILING)
         else:
             self._transition(S.ACKNOWLEDGING)
+
+
+class MembershipManager(AbstractMembershipManager):
+    """The KIP-848 consumer's member (Kafka's ConsumerMembershipManager): a regex or topic
+    subscription, static membership, and heartbeats that carry only what changed, including
+    the partitions it owns once a reconciliation completes."""
+
+    def __init__(self, group_id: str, member_id: str, rebalance_timeout_ms: int, instance_id: str | None = None,
+                 rack_id: str | None = None, server_assignor: str | None = None) -> None:
+        super().__init__(group_id, member_id, rack_id)
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.instance_id = instance_id
+        self.server_assignor = server_assignor
+        self.regex: str | None = None
+
+    @property
+    def subscribed(self) -> bool:
+        return bool(self.topics) or self.regex is not None
+
+    def subscribe(self, topics=(), regex: str | None = None) -> None:
+        """A new subscription; a member in the group sends it with its next heartbeat."""
+        self._raise_if_fatal()
+        self.regex = regex
+        super().subscribe(topics)
+
+    def _clear_subscription(self) -> None:
+        self.topics, self.regex = (), None
+
+    def _leave_request(self) -> ConsumerGroupHeartbeatRequest:
+        epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH if self.instance_id is not None else LEAVE_GROUP_MEMBER_EPOCH
+        return ConsumerGroupHeartbeatRequest(self.group_id, self.member_id, epoch, self.instance_id)
+
+    def _request(self, joining: bool) -> ConsumerGroupHeartbeatRequest:
+        """Only what changed since the coordinator last heard from the member."""
+        sent = self._sent or {}
+        now = {"topics": self.topics, "regex": self.regex, "assignor": self.server_assignor,
+               "owned": _NO_PARTITIONS if joining else self.owned}
+        full = joining or self._sent is None
+
+        def changed(*keys):
+            return full or any(sent.get(k) != now[k] for k in keys)
+
+        subscription = changed("topics", "regex")  # "" clears a regex, as the coordinator reads it
+        # What it owns is told only between reconciliations (Kafka sends its local assignment,
+        # which changes only when one completes): told midway, the coordinator would count
+        # partitions about to be taken as given up, and could hand them to another member.
+        report = changed("owned") and self.in_progress is None
+        request = ConsumerGroupHeartbeatRequest(
+            self.group_id, self.member_id, JOIN_GROUP_MEMBER_EPOCH if joining else self.member_epoch,
+            self.instance_id,
+            rack_id=self.rack_id if full else None,
+            rebalance_timeout_ms=self.rebalance_timeout_ms if full else -1,
+            subscribed_topic_names=self.topics if subscription else None,
+            subscribed_topic_regex=(self.regex or "") if subscription else None,
+            server_assignor=self.server_assignor if changed("assignor") else None,
+            topic_partitions=_request_partitions(now["owned"]) if report else None)
+        if report or not full:
+            # a full request without what it owns does not count as one: it goes out again
+            self._sent = now if report else {**now, "owned": sent.get("owned")}
+        return request
+
+    def _on_new_target(self) -> None:
+        if self._sent is not None:
+            # The coordinator now counts the member as owning what it assigned until told
+            # otherwise: the next heartbeat says what the member owns, even if unchanged
+            # (a target withdrawn before it was applied would wait for a revocation forever).
+            self._sent["owned"] = None
+
+    def _settle(self) -> None:
+        if self.in_progress is not None or self.target != self.owned:
+            if self.state is not S.RECONCILING:
+                self._transition(S.RECONCILING)
+        elif self.state is S.JOINING or self.state is S.RECONCILING and self._reported():
+            self._transition(S.STABLE)
+        elif self.state is S.RECONCILING:
+            self._transition(S.ACKNOWLEDGING)
+
+    def _reported(self) -> bool:
+        return self._sent is not None and self._sent.get("owned") == self.owned
 
 
 def _request_partitions(owned: frozenset) -> tuple:

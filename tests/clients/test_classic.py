@@ -17,7 +17,7 @@ from runtime.messages.group import (HeartbeatResponse, JoinGroupResponse, JoinGr
                                     OffsetCommitResponse, OffsetCommitResponsePartition, OffsetCommitResponseTopic,
                                     SyncGroupResponse)
 
-from .harness import SETTINGS, ClassicGroupHarness
+from .classic_harness import SETTINGS, ClassicGroupHarness
 
 
 def member(**settings) -> ClassicMember:
