@@ -306,8 +306,12 @@ class Soak:
                 return  # a SharePartition no fetch made yet, or one gone idle: nothing to kill
         self.faults[kind] = self.faults.get(kind, 0) + 1
 
-    def run(self, seconds: float) -> list[Worker]:
+    def run(self, seconds: float, arm=lambda: None) -> list[Worker]:
+        """`arm` starts the disk faults once the topics and clients are up (a topic created
+        on a failing disk is refused with KAFKA_STORAGE_ERROR, which is not what the soak is
+        about)."""
         workers = self.start()
+        arm()
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             time.sleep(min(self.rng.uniform(*KILL_EVERY_S), max(end - time.monotonic(), 0)))
@@ -451,8 +455,7 @@ def run(minutes: float, seed: int = 0, data_dir: str | None = None, disk_faults:
     try:
         cluster = Cluster.local(data_dir=data_dir, config=config)
         soak = Soak(cluster, seed, nodes)
-        open(faults_file + ".armed", "w").close()  # the deployment is up: disk faults may start
-        summary = soak.check(soak.run(minutes * 60))
+        summary = soak.check(soak.run(minutes * 60, arm=lambda: open(faults_file + ".armed", "w").close()))
     finally:
         if cluster is not None:
             cluster.shutdown()
