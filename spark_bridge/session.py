@@ -59,7 +59,14 @@ def spark_session(app_name: str = "shoal", num_executors: int = 1, executor_core
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", include_dashboard=False, log_to_driver=False)
+    # RayDP's Java agent in the driver logs to /tmp/ray/session_latest/logs unless told
+    # otherwise, and dies if that is a dangling link (a removed older session). The logs
+    # belong with this session's anyway; RayDP's app master finds the directory the same way.
+    logs = f"-Dray.logging.dir={ray._private.worker._global_node.get_logs_dir_path()}"
+    configs = dict(configs or {})
+    configs["spark.driver.extraJavaOptions"] = " ".join(
+        o for o in (configs.get("spark.driver.extraJavaOptions"), logs) if o)
     spark = raydp.init_spark(app_name=app_name, num_executors=num_executors, executor_cores=executor_cores,
                              executor_memory=executor_memory, configs=spark_configs(executor_cores, configs))
     try:
