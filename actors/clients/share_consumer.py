@@ -268,7 +268,8 @@ class ShareConsumerActor(ClientActor):
 
     async def state(self) -> dict:
         return {"member_id": self.membership.member_id, "member_epoch": self.membership.member_epoch,
-                "assigned": sorted(self._fetchable), "buffered": len(self.book.buffer)}
+                "assigned": sorted(self._fetchable), "buffered": len(self.book.buffer),
+                "fetching": sorted(tp for tp, p in self.book.partitions.items() if p.fetching)}
 
 
 class ShareConsumer(ClientFacade):

@@ -25,7 +25,10 @@ def test_the_start_offset_takes_the_log_start_offset_up_when_kafkas_does(cluster
     for r in held[10:]:
         holder.acknowledge(r)
     assert set(holder.commit_sync().values()) == {None}
-    ray.kill(holder._actor)  # 0-9 stay held until their locks expire; it fetches no more
+    # The fetch its last poll left under way would take the late record below: it ends
+    # first. Then 0-9 stay held until their locks expire, as the holder fetches no more.
+    wait_until(lambda: not holder._call("state")["fetching"], message="the holder's last fetch over")
+    ray.kill(holder._actor)
 
     leader = cluster.partition_leader("short", 0)
     assert ray.get(leader.apply_retention.remote())
