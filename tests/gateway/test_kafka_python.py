@@ -122,3 +122,32 @@ def test_list_offsets_from_the_beginning_and_the_end(cluster, bootstrap):
         assert found[tps[0]].offset == 1
     finally:
         consumer.close()
+
+
+def test_shoal_clients_and_kafka_python_read_each_other(cluster, bootstrap):
+    cluster.create_topic("mixed", 1)
+    ours = cluster.producer()
+    try:
+        ours.send("mixed", b"from-shoal", key=b"s", headers=[("h", b"1")], partition=0,
+                  timestamp_ms=1700000000100).get(30)
+    finally:
+        ours.close()
+    theirs = KafkaProducer(bootstrap_servers=bootstrap)
+    try:
+        theirs.send("mixed", b"from-kafka-python", key=b"k", headers=[("h", b"2")], partition=0,
+                    timestamp_ms=1700000000200).get(30)
+    finally:
+        theirs.close()
+    expected = [(b"s", b"from-shoal", [("h", b"1")], 1700000000100),
+                (b"k", b"from-kafka-python", [("h", b"2")], 1700000000200)]
+    got = consume_all(bootstrap, "mixed", 1, 2)
+    assert [(r.key, r.value, list(r.headers), r.timestamp) for r in got] == expected
+    consumer = cluster.consumer(auto_offset_reset="earliest")
+    try:
+        consumer.assign([("mixed", 0)])
+        records = []
+        wait_until(lambda: records.extend(r for rs in consumer.poll(timeout_ms=500).values() for r in rs)
+                   or len(records) >= 2, timeout_s=60, message="shoal's consumer reads both")
+        assert [(r.key, r.value, [tuple(h) for h in r.headers], r.timestamp) for r in records] == expected
+    finally:
+        consumer.close()
