@@ -149,6 +149,18 @@ async def _fetch_one(gw, topic: str, p: dict, isolation_level: int, max_wait_ms:
             "aborted_transactions": aborted, "records": b"".join(fetched_records(b) for b in r.batches)}
 
 
+def _limit_response(results: list[dict], max_bytes: int) -> None:
+    """Kafka's fetch.max.bytes: partitions are filled in order until the response holds
+    max_bytes of records; the first partition with records is served whole even when
+    larger, so that a consumer always makes progress."""
+    total = 0
+    for result in results:
+        size = len(result["records"])
+        if size and total and total + size > max_bytes:
+            result["records"] = b""
+        total += len(result["records"])
+
+
 async def fetch(gw, event) -> dict:
     """Sessionless fetch: a client that asks for a session gets session id 0, which Kafka's
     clients take as "no session" and go on sending full requests. The long poll: a first
@@ -172,6 +184,7 @@ async def fetch(gw, event) -> dict:
             w.cancel()
         if any(w.result()["records"] for w in done):
             results = await one_pass(0)
+    _limit_response(results, request.get("max_bytes", 0x7FFFFFFF))
     by_topic: dict[str, list] = {}
     for (topic, _), result in zip(wanted, results):
         by_topic.setdefault(topic, []).append(result)

@@ -95,3 +95,41 @@ def test_a_client_that_vanishes_mid_request_disturbs_nobody(bootstrap):
         s.sendall(frame(request(3, 4, 1, b"\x00\x00\x00\x00\x00"))[:7])
         s.close()
     assert healthy(bootstrap)
+
+
+def test_a_produced_batch_with_a_bad_crc_is_corrupt_message_and_not_written(cluster, bootstrap):
+    from kafka.protocol.parser import KafkaProtocol
+    from kafka.protocol.producer import ProduceRequest
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    cluster.create_topic("crc", 1)
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+    builder.append(0, timestamp=1, key=b"k", value=b"v", headers=[])
+    batch = bytearray(builder.build())
+    batch[-1] ^= 0xFF
+    P = ProduceRequest[8]
+    client = KafkaProtocol(client_id="raw")
+    client.send_request(P(transactional_id=None, acks=-1, timeout_ms=10000, topic_data=[
+        P.TopicProduceData(name="crc", partition_data=[P.TopicProduceData.PartitionProduceData(
+            index=0, records=bytes(batch))])]))
+    s = connect(bootstrap)
+    try:
+        s.sendall(bytes(client.send_bytes()))
+        s.settimeout(30)
+        responses = []
+        while not responses:
+            data = s.recv(65536)
+            assert data, "the gateway closed the connection"
+            responses = client.receive_bytes(data)
+    finally:
+        s.close()
+    [(_, response)] = responses
+    [topic] = response.responses
+    [partition] = topic.partition_responses
+    assert partition.error_code == 2  # CORRUPT_MESSAGE
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        from kafka import TopicPartition
+        assert consumer.end_offsets([TopicPartition("crc", 0)]) == {TopicPartition("crc", 0): 0}
+    finally:
+        consumer.close()
