@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from runtime.errors import Errors, KafkaError
+from runtime.errors import KafkaError
 from runtime.hashing import partition_for
 from runtime.messages.group import (HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse, LeaveGroupRequest,
                                     MemberIdentity, OffsetCommitRequest, OffsetCommitRequestPartition,

@@ -1,6 +1,5 @@
 """confluent-kafka 2.16 (librdkafka), unmodified, against the gateway: produce with every
 codec, then a classic consumer group reads it all back and commits."""
-import time
 
 import confluent_kafka as ck
 import pytest
