@@ -151,3 +151,9 @@ def test_shoal_clients_and_kafka_python_read_each_other(cluster, bootstrap):
         assert [(r.key, r.value, [tuple(h) for h in r.headers], r.timestamp) for r in records] == expected
     finally:
         consumer.close()
+
+
+def test_status_lists_the_gateway_at_its_address(cluster, bootstrap):
+    rows = {row["actor"]: row for row in cluster.status()}
+    assert rows["shoal/gateway/0"]["state"] == "active"
+    assert rows["shoal/gateway/0"]["name"] == f"gateway {bootstrap}"
