@@ -1,6 +1,7 @@
-"""The gateway's group APIs: FindCoordinator and the classic group protocol (JoinGroup,
-SyncGroup, Heartbeat, LeaveGroup) with OffsetCommit and OffsetFetch, each a call on the
-group coordinator actor that owns the group's __consumer_offsets partition.
+"""The gateway's group APIs: FindCoordinator, the classic group protocol (JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup), OffsetCommit and OffsetFetch, each a call on the group
+coordinator actor that owns the group's __consumer_offsets partition, and ListGroups and
+DescribeGroups for admin clients.
 
 The gateway is the one broker Kafka clients see, so FindCoordinator always names it and the
 gateway routes each group request to its coordinator actor. A coordinator that is away is
@@ -14,10 +15,11 @@ import dataclasses
 
 from runtime.errors import KafkaError
 from runtime.hashing import partition_for
-from runtime.messages.group import (HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse, LeaveGroupRequest,
+from runtime.messages.group import (DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse, LeaveGroupRequest,
                                     MemberIdentity, OffsetCommitRequest, OffsetCommitRequestPartition,
                                     OffsetCommitRequestTopic, OffsetFetchRequest, OffsetFetchRequestGroup,
-                                    OffsetFetchRequestTopics, SyncGroupRequest, SyncGroupRequestAssignment)
+                                    OffsetFetchRequestTopics, ListGroupsRequest, SyncGroupRequest,
+                                    SyncGroupRequestAssignment)
 from runtime.wire.entities import plain
 
 from . import naming
@@ -150,6 +152,37 @@ async def offset_fetch(gw, event) -> dict:
     return {"throttle_time": 0, "groups": answered}
 
 
+# ------------------------------------------------------------------ admin
+
+async def list_groups(gw, event) -> dict:
+    """Every coordinator's groups (Kafka asks each broker; here each coordinator actor)."""
+    r = plain(event.request)
+    request = ListGroupsRequest(tuple(r.get("states_filter", ())), tuple(r.get("types_filter", ())))
+    groups, error = [], 0
+    for partition in range(int(gw.config["offsets.topic.num.partitions"])):
+        try:
+            response = await gw.call(naming.group_coordinator(partition), "list_groups", request)
+        except KafkaError as e:
+            error = error or e.code
+            continue
+        error = error or response.error_code
+        groups.extend(dataclasses.asdict(g) for g in response.groups)
+    return {"throttle_time": 0, "error_code": error, "groups": groups}
+
+
+async def describe_groups(gw, event) -> dict:
+    r = plain(event.request)
+    described = []
+    for group_id in r["groups"]:
+        try:
+            response = await _coordinator_call(gw, group_id, "describe_groups", DescribeGroupsRequest((group_id,)))
+            described.extend(dataclasses.asdict(g) for g in response.groups)
+        except KafkaError as e:
+            described.append({"error_code": e.code, "error_message": e.message, "group_id": group_id,
+                              "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})
+    return {"throttle_time": 0, "groups": described}
+
+
 HANDLERS = {
     10: (0, 6, find_coordinator),
     11: (4, 9, join_group),
@@ -158,4 +191,6 @@ HANDLERS = {
     13: (0, 5, leave_group),
     8: (2, 9, offset_commit),
     9: (1, 9, offset_fetch),
+    16: (0, 5, list_groups),
+    15: (0, 6, describe_groups),
 }

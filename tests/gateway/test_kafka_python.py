@@ -157,3 +157,23 @@ def test_status_lists_the_gateway_at_its_address(cluster, bootstrap):
     rows = {row["actor"]: row for row in cluster.status()}
     assert rows["shoal/gateway/0"]["state"] == "active"
     assert rows["shoal/gateway/0"]["name"] == f"gateway {bootstrap}"
+
+
+def test_admin_client_lists_and_describes_a_group(cluster, bootstrap):
+    cluster.create_topic("watched", 2)
+    consumer = KafkaConsumer("watched", bootstrap_servers=bootstrap, group_id="described")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        wait_until(lambda: consumer.poll(timeout_ms=200) == {} and len(consumer.assignment()) == 2, timeout_s=60,
+                   message="the consumer assigned both partitions")
+        listed = admin.list_groups()
+        assert {(g["group_id"], g["protocol_type"]) for g in listed} >= {("described", "consumer")}
+        described = admin.describe_groups(["described"])
+        group = described["described"]
+        assert (group["group_state"], group["protocol_type"], group["protocol_data"]) == ("Stable", "consumer", "range")
+        [member] = group["members"]
+        assert member["member_metadata"]["topics"] == ["watched"]
+        assert member["member_assignment"]["assigned_partitions"] == [{"topic": "watched", "partitions": [0, 1]}]
+    finally:
+        admin.close()
+        consumer.close()
