@@ -15,6 +15,7 @@ from runtime.errors import KafkaError
 
 from . import naming
 from .config import parse_value
+from .placement import PLACEMENTS
 
 COMMAND_GROUPS: list[Callable[[Any], None]] = []  # other packages add their subcommands here
 
@@ -67,6 +68,8 @@ def cmd_up(args) -> None:
     from .cluster import Cluster
     _init_ray(args)
     config = dict(_parse_config(args.config))
+    if args.placement:
+        config["actor.placement"] = args.placement
     cluster = Cluster.up(args.data_dir, config, namespace=args.namespace)
     print(f"shoal is up in namespace {args.namespace!r}: {len(cluster.actors())} actors, data in {cluster.data_dir}")
 
@@ -209,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--data-dir", default=os.path.abspath("shoal-data"),
                     help="where the logs live; a shared filesystem lets restarted actors move")
     up.add_argument("--config", action="append", metavar="KEY=VALUE", help="a cluster config (repeatable)")
+    up.add_argument("--placement", choices=PLACEMENTS,
+                    help="spread: coordinators and partition leaders over the nodes (actor.placement)")
     up.set_defaults(func=cmd_up)
     sub.add_parser("status", help="list the deployment's actors and their state").set_defaults(func=cmd_status)
     sub.add_parser("down", help="remove the deployment's actors (keeps the data)").set_defaults(func=cmd_down)

@@ -21,6 +21,7 @@ from runtime.hashing import partition_for
 
 from . import naming
 from .errors import RETRIABLE_COORDINATOR_ERRORS, map_errors
+from .placement import actor_options, current_node, on_node
 from .retry import ActorDirectory
 
 log = logging.getLogger(__name__)
@@ -87,9 +88,7 @@ class ClientFacade:
     def __init__(self, cluster, kind: str, actor_cls: type, client_id: str, *args) -> None:
         config = cluster.config
         options = dict(name=naming.client(kind, client_id), namespace=cluster.namespace,
-                       num_cpus=config.get("actor.num.cpus", 0), max_concurrency=1000)
-        if config.get("actor.resources"):
-            options["resources"] = dict(config["actor.resources"])
+                       **actor_options(config, strategy=on_node(current_node()), resources=False))
         self.client_id = client_id
         self._actor = ray.remote(actor_cls).options(**options).remote(cluster.namespace, config, client_id, *args)
 

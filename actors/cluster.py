@@ -24,6 +24,7 @@ from .config import merged
 from .controller import ControllerActor
 from .errors import to_kafka_error
 from .partition_leader import PartitionLeaderActor
+from .placement import remote
 from .retry import ActorDirectory
 
 log = logging.getLogger(__name__)
@@ -65,18 +66,6 @@ class TopicDescription:
     configs: dict
 
 
-def _remote(cls, name: str, namespace: str, detached: bool, config: dict, restartable: bool = True):
-    options = dict(name=name, namespace=namespace, get_if_exists=True,
-                   num_cpus=config.get("actor.num.cpus", 0), max_concurrency=1000)
-    if config.get("actor.resources"):
-        options["resources"] = dict(config["actor.resources"])
-    if restartable:
-        options["max_restarts"] = -1
-    if detached:
-        options["lifetime"] = "detached"
-    return ray.remote(cls).options(**options)
-
-
 def start_partition_leaders(directory: ActorDirectory, deployment: dict, topic: str, topic_configs: dict,
                             partitions) -> None:
     """Start (or find) the leader actors of these partitions of a topic the controller has;
@@ -85,8 +74,8 @@ def start_partition_leaders(directory: ActorDirectory, deployment: dict, topic: 
     refs = []
     for p in partitions:
         name = naming.partition_leader(topic, p)
-        handle = _remote(PartitionLeaderActor, name, deployment["namespace"], deployment["detached"], config).remote(
-            deployment["data_dir"], topic, p, topic_configs, config)
+        handle = remote(PartitionLeaderActor, name, deployment["namespace"], deployment["detached"], config,
+                        spread=True).remote(deployment["data_dir"], topic, p, topic_configs, config)
         directory.keep(name, handle)
         refs.append(handle.ready.remote())
     ray.get(refs, timeout=120)
@@ -169,7 +158,7 @@ class Cluster:
         config = {**config, naming.NAMESPACE_KEY: namespace}
         deployment = {"data_dir": data_dir, "config": config, "namespace": namespace, "detached": detached}
         cluster = cls(namespace, deployment, owns_ray=owns_ray, owns_data_dir=owns_data_dir, owns_deployment=True)
-        controller = _remote(ControllerActor, naming.CONTROLLER, namespace, detached, config).remote(
+        controller = remote(ControllerActor, naming.CONTROLLER, namespace, detached, config, spread=True).remote(
             data_dir, config, namespace, detached)
         cluster.directory.keep(naming.CONTROLLER, controller)
         status = ray.get(controller.ready.remote(), timeout=120)
@@ -179,7 +168,7 @@ class Cluster:
         for class_path, name_for, count_key in COORDINATORS:
             for partition in range(int(config[count_key])):
                 name = name_for(partition)
-                handle = _remote(_load_class(class_path), name, namespace, detached, config).remote(
+                handle = remote(_load_class(class_path), name, namespace, detached, config, spread=True).remote(
                     data_dir, partition, config)
                 cluster.directory.keep(name, handle)
                 refs.append(handle.ready.remote())
@@ -191,8 +180,8 @@ class Cluster:
             cluster._start_partition_leaders(topic, range(topic.partitions))
         if config.get("listeners"):
             from .gateway import GatewayActor
-            gateway = _remote(GatewayActor, naming.gateway(0), namespace, detached, config,
-                              restartable=False).remote(deployment)
+            gateway = remote(GatewayActor, naming.gateway(0), namespace, detached, config,
+                             restartable=False).remote(deployment)
             cluster.directory.keep(naming.gateway(0), gateway)
             ray.get(gateway.start.remote(), timeout=60)
         return cluster

@@ -17,6 +17,17 @@ DEFAULTS: dict = {
     # Resources each actor asks Ray for: zero CPUs so one laptop can host them all.
     "actor.num.cpus": 0,
     "actor.resources": {},
+    # A SharePartition actor with no call and no record acquired for this long exits (its
+    # state is with the share coordinator; the next ShareFetch brings it back). 0: never.
+    # Ten minutes, as Kafka's connections.max.idle.ms: long enough that a consumer that
+    # pauses between batches does not reload it each time.
+    "group.share.partition.idle.ms": 600000,
+    # Where actors run: "default" (Ray's scheduler) or "spread" (coordinators and partition
+    # leaders over the nodes); see actors/placement.py.
+    "actor.placement": "default",
+    # A dotted path of a runtime.log.OsIO subclass, built with this config, that every log's
+    # file operations go through (fault injection in tests); None: the OS's.
+    "log.io.class": None,
     # Partition leaders and the data path.
     "log.retention.check.interval.ms": 300000,
     "fetch.max.wait.ms": 500,
@@ -31,8 +42,12 @@ def merged(config: dict | None) -> dict:
 
 
 def parse_value(text: str):
-    """A value given on the command line (--config k=v): int, float, bool or string."""
+    """A value given on the command line (--config k=v): int, float, bool, a JSON object
+    (`actor.resources={"shoal": 1}`) or string."""
     low = text.strip().lower()
+    if low.startswith("{"):
+        import json
+        return json.loads(text)
     if low in ("true", "false"):
         return low == "true"
     for kind in (int, float):

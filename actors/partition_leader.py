@@ -40,8 +40,9 @@ from runtime.topics.partition import PartitionLog
 
 from . import naming
 from .errors import to_kafka_error
+from .placement import current_node
 from .retry import ActorDirectory
-from .shard_host import _truthy, now_ms
+from .shard_host import _truthy, log_io, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +86,10 @@ class PartitionLeaderActor:
             raise KafkaError(Errors.KAFKA_STORAGE_ERROR, self._open_error)
         try:
             if plog is None:
+                io = log_io(self._config)
                 self._plog = PartitionLog(self._dir, self.topic, self.partition, self._topic_configs,
-                                          fsync=_truthy(self._config.get("log.flush.fsync", True)))
+                                          fsync=_truthy(self._config.get("log.flush.fsync", True)),
+                                          **({"io": io} if io is not None else {}))
             else:
                 plog.reopen()
         except Exception as e:
@@ -141,7 +144,7 @@ class PartitionLeaderActor:
         state = "offline" if p is not None and p.offline else "active" if p else "initial"
         return {"name": f"{self.topic}-{self.partition}", "state": state, "error": self._open_error,
                 "log_start_offset": p.log_start_offset if p else None,
-                "high_watermark": p.high_watermark if p else None, "pid": os.getpid()}
+                "high_watermark": p.high_watermark if p else None, "pid": os.getpid(), "node_id": current_node()}
 
     # ------------------------------------------------------------------ produce
 

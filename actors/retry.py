@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import ray
 
@@ -63,14 +63,26 @@ def call(get_handle: Callable[[], Any], method: str, *args, timeout_s: float = 3
         time.sleep(pause)
 
 
+class ActorNotFound(KafkaError):
+    """No actor has the name (yet, or any more); its error is COORDINATOR_NOT_AVAILABLE, as
+    Kafka answers for a coordinator that is not there."""
+
+
 async def call_async(get_handle: Callable[[], Any], method: str, *args, timeout_s: float = 30.0,
                      on_failure: Callable[[], None] | None = None,
-                     retry_on: frozenset = RETRIABLE_COORDINATOR_ERRORS) -> Any:
-    """The same, for callers inside async actors."""
+                     retry_on: frozenset = RETRIABLE_COORDINATOR_ERRORS,
+                     on_missing: Callable[[], Awaitable[None]] | None = None) -> Any:
+    """The same, for callers inside async actors. `on_missing` (re)creates an actor that is
+    created on demand, when no actor has its name."""
     deadline = time.monotonic() + timeout_s
     backoff = Backoff()
     while True:
         try:
+            if on_missing is not None:
+                try:
+                    get_handle()
+                except ActorNotFound:
+                    await on_missing()
             response = await asyncio.wait_for(getattr(get_handle(), method).remote(*args),
                                               max(deadline - time.monotonic(), 0.001))
             error = _retriable_response(response, retry_on)
@@ -110,7 +122,7 @@ class ActorDirectory:
             try:
                 handle = ray.get_actor(name, namespace=self.namespace)
             except ValueError:
-                raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"no actor {name} in {self.namespace}") from None
+                raise ActorNotFound(Errors.COORDINATOR_NOT_AVAILABLE, f"no actor {name} in {self.namespace}") from None
             with self._lock:
                 self._cache[name] = handle
         return handle
@@ -120,10 +132,6 @@ class ActorDirectory:
         with self._lock:
             self._cache[name] = handle
             self._kept[name] = handle
-
-    def known(self, name: str) -> bool:
-        with self._lock:
-            return name in self._cache or name in self._kept
 
     def forget(self, name: str) -> None:
         with self._lock:
@@ -140,6 +148,7 @@ class ActorDirectory:
                     on_failure=lambda: self.forget(name), retry_on=retry_on)
 
     async def call_async(self, name: str, method: str, *args, timeout_s: float = 30.0,
-                         retry_on: frozenset = RETRIABLE_COORDINATOR_ERRORS) -> Any:
+                         retry_on: frozenset = RETRIABLE_COORDINATOR_ERRORS,
+                         on_missing: Callable[[], Awaitable[None]] | None = None) -> Any:
         return await call_async(lambda: self.get(name), method, *args, timeout_s=timeout_s,
-                                on_failure=lambda: self.forget(name), retry_on=retry_on)
+                                on_failure=lambda: self.forget(name), retry_on=retry_on, on_missing=on_missing)

@@ -8,15 +8,17 @@ polls. Protocol decisions stay in the shard: the host never looks at group state
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import time
 from typing import Any, Callable
 
 from runtime.coordinator import CoordinatorRuntime, CoordinatorState, LoadProgress, Result
-from runtime.log import FileLog, LogConfig
+from runtime.log import FileLog, LogConfig, OsIO
 
 from . import metrics
+from .placement import current_node
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +47,8 @@ class ShardHost:
                                _truthy(config.get("log.flush.fsync", True)))
         self.runtime = CoordinatorRuntime(
             log_name, partition, shard_factory,
-            lambda: metrics.TimedLog(FileLog(self._log_dir, log_config, name=log_name), log_name), config)
+            lambda: metrics.TimedLog(FileLog(self._log_dir, log_config, name=log_name, io=log_io(config)), log_name),
+            config)
         self._metrics_interval_s = int(config.get("metrics.export.interval.ms", 10000)) / 1000
         self._sampler = metrics.ShardSampler(log_name)
         self._exporter: asyncio.Task | None = None
@@ -168,6 +171,7 @@ class ShardHost:
             "load_time_ms": self.load_time_ms,
             "pending_records": self.runtime.pending_records,
             "pid": os.getpid(),
+            "node_id": current_node(),
         }
 
     # ------------------------------------------------------------------ operations
@@ -192,6 +196,16 @@ class ShardHost:
         """Unload: pending operations fail with NOT_COORDINATOR."""
         self.runtime.close()
         self._kick()
+
+
+def log_io(config: dict) -> OsIO | None:
+    """The file operations of the actor's logs: `log.io.class`, a dotted path of an OsIO
+    subclass built with the cluster config (the soak injects disk faults so), or the OS's."""
+    path = config.get("log.io.class")
+    if not path:
+        return None
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)(config)
 
 
 def _truthy(v) -> bool:

@@ -4,8 +4,9 @@ a client actor.
 The facade (`ShareConsumer`) keeps what the user holds: the records of the last poll and the
 acknowledgements made since, and sends them with the next poll or commit in one Ray call. The
 client actor (`ShareConsumerActor`) keeps one share fetch in flight per partition, each
-carrying that partition's acknowledgements, against the SharePartition actors (created on
-first use), and buffers what they return. Acknowledgements for a partition whose fetch is
+carrying that partition's acknowledgements, against the SharePartition actors, and buffers
+what they return. A SharePartition that is not there (never used, gone idle, or lost with its
+owner) is created again by the controller, and the call goes to the new one. Acknowledgements for a partition whose fetch is
 still waiting go out on their own (ShareAcknowledge).
 
 Until the group coordinator serves ShareGroupHeartbeat, every member fetches from every
@@ -132,7 +133,7 @@ class ShareConsumerActor(ClientActor):
 
     async def subscribe(self, topics: list[str], partitions: list[tuple[str, str, int]]) -> None:
         """Join (or change the subscription) through ShareGroupHeartbeat; `partitions` are the
-        subscribed topics' (topic, topic id, partition), whose SharePartition actors exist."""
+        subscribed topics' (topic, topic id, partition)."""
         wanted = {}
         for topic, topic_id, partition in partitions:
             tp = TopicPartition(topic, partition)
@@ -210,6 +211,14 @@ class ShareConsumerActor(ClientActor):
     def _sp_name(self, part: _Partition) -> str:
         return naming.share_partition(self.group_id, part.tp.topic, part.tp.partition)
 
+    async def _sp_call(self, part: _Partition, method: str, *args, timeout_s: float):
+        """A call to the partition's SharePartition, which the controller creates if needed."""
+        async def create() -> None:
+            await self._call(naming.CONTROLLER, "ensure_share_partition", self.group_id, part.tp.topic,
+                             part.topic_id, part.tp.partition, timeout_s=timeout_s)
+        return await self._actors.call_async(self._sp_name(part), method, *args, timeout_s=timeout_s,
+                                             on_missing=create)
+
     # ------------------------------------------------------------------ poll and acknowledge
 
     async def poll(self, acks: dict, timeout_ms: int, max_records: int | None) -> PollResult:
@@ -264,7 +273,7 @@ class ShareConsumerActor(ClientActor):
             topics=(ShareFetchRequestTopic(part.topic_id, (ShareFetchRequestPartition(
                 part.tp.partition, ack_batches(acks)),)),))
         try:
-            response = await self._call(self._sp_name(part), "share_fetch", request,
+            response = await self._sp_call(part, "share_fetch", request,
                                         timeout_s=wait_ms / 1000 + self.s["request_timeout_ms"] / 1000)
             if response.error_code:
                 # Refused as a whole (the group does not have this member): the
@@ -321,7 +330,7 @@ class ShareConsumerActor(ClientActor):
         request = ShareAcknowledgeRequest(self.group_id, self.member_id, topics=(AcknowledgeTopic(
             part.topic_id, (AcknowledgePartition(tp.partition, ack_batches(acks)),)),))
         try:
-            response = await self._call(self._sp_name(part), "share_acknowledge", request,
+            response = await self._sp_call(part, "share_acknowledge", request,
                                         timeout_s=self.s["request_timeout_ms"] / 1000)
             if response.error_code:  # refused as a whole
                 error = _error(response.error_code, response.error_message)
@@ -352,7 +361,7 @@ class ShareConsumerActor(ClientActor):
         if part.fetch is not None:
             await asyncio.gather(part.fetch, return_exceptions=True)
         try:
-            await self._call(self._sp_name(part), "release_member", self.member_id, timeout_s=10)
+            await self._sp_call(part, "release_member", self.member_id, timeout_s=10)
         except KafkaError as e:
             log.info("%s: releasing %s: %s", self.client_id, part.tp, e)
 
@@ -418,22 +427,8 @@ class ShareConsumer(ClientFacade):
         partitions = []
         for topic in self._cluster.describe_topics(list(topics)):
             for p in range(topic.partitions):
-                self._ensure_share_partition(topic.name, topic.topic_id, p)
                 partitions.append((topic.name, topic.topic_id, p))
         self._call("subscribe", list(topics), partitions)
-
-    def _ensure_share_partition(self, topic: str, topic_id: str, partition: int) -> None:
-        """Create the SharePartition actor unless it exists. The cluster facade owns it (or it
-        is detached, in a detached deployment), so it outlives the client actor."""
-        from .cluster import _remote
-        from .share_partition import SharePartitionActor
-        cluster = self._cluster
-        name = naming.share_partition(self.group_id, topic, partition)
-        if cluster.directory.known(name):
-            return
-        handle = _remote(SharePartitionActor, name, cluster.namespace, cluster.detached, cluster.config).remote(
-            cluster.namespace, self.group_id, topic, topic_id, partition, cluster.config)
-        cluster.directory.keep(name, handle)
 
     def assignment(self) -> set[TopicPartition]:
         """The partitions the share group assigned to this member (it fetches from these)."""

@@ -9,12 +9,18 @@ sends every state change to the share coordinator before it answers: the change 
 in memory when the write succeeds and rolled back when it fails. Acquisition is not persisted (as in Kafka), so after a
 restart whatever was held is available again. Lock expiry runs on a timer task of its own;
 as in Kafka it releases the records at once, whatever becomes of its write.
+
+An idle actor goes away: after `group.share.partition.idle.ms` with no call and no record
+acquired (so every change is already with the share coordinator), it exits. The controller
+creates it again for the next ShareFetch, and it loads the state as after a restart.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+
+import ray
 
 from runtime.errors import Errors, KafkaError
 from runtime.messages.share import (AcknowledgementBatch, ShareAcknowledgeRequest, ShareAcknowledgeResponse,
@@ -32,7 +38,9 @@ from runtime.share.partition import PendingShareWrite, SharePartition, SharePart
 from runtime.topics.isolation import filter_aborted
 
 from . import metrics, naming
+from .config import DEFAULTS
 from .errors import RETRIABLE_COORDINATOR_ERRORS
+from .placement import current_node
 from .retry import ActorDirectory, Backoff
 from .shard_host import now_ms
 
@@ -78,6 +86,11 @@ class SharePartitionActor:
         self._high_watermark = -1  # of the last leader read; -1 before the first
         self._tasks: set[asyncio.Task] = set()
         self.metrics_name = f"{group_id}/{topic}-{partition}"  # the metrics' coordinator tag
+        self._idle_ms = int(config.get("group.share.partition.idle.ms", DEFAULTS["group.share.partition.idle.ms"]))
+        self._calls = 0  # calls under way (fetches, acknowledgements, releases)
+        self._last_call = time.monotonic()
+        self._idle_watch: asyncio.Task | None = None
+        self._exiting = False
 
     # ------------------------------------------------------------------ calling other actors
 
@@ -103,12 +116,57 @@ class SharePartitionActor:
         await self._active()
         return await self.status()
 
+    # ------------------------------------------------------------------ idle expiry
+
+    def _enter(self) -> None:
+        """A call that may change or read the state starts: the actor is not idle."""
+        if self._exiting:
+            # Exiting already: the caller sees the actor gone and finds the next one.
+            raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, "the share partition is going away idle")
+        self._calls += 1
+        self._last_call = time.monotonic()
+        if self._idle_watch is None and self._idle_ms > 0:
+            self._idle_watch = asyncio.get_running_loop().create_task(self._idle_loop())
+
+    def _leave(self) -> None:
+        self._calls -= 1
+        self._last_call = time.monotonic()
+
+    def _idle(self) -> bool:
+        """Nothing under way and nothing acquired: all the state is with the share coordinator."""
+        sp = self._sp
+        return (self._calls == 0 and not self._tasks and not self._reading
+                and (self._loading is None or self._loading.done())
+                and (self._watcher is None or self._watcher.done())
+                and (sp is None or sp.next_deadline() is None)
+                and time.monotonic() - self._last_call >= self._idle_ms / 1000)
+
+    async def _idle_loop(self) -> None:
+        idle_s = self._idle_ms / 1000
+        while True:
+            # Until idle_ms after the last call; while records stay acquired, look every second.
+            await asyncio.sleep(max(self._last_call + idle_s - time.monotonic(), min(idle_s, 1.0)))
+            if self._idle():
+                self._exit_idle()
+                return
+
+    def _exit_idle(self) -> None:
+        """Exit, writing nothing: the state is durable already, and acquisitions are not
+        persisted. Checked and done in one step of the event loop, so no call slips in. The
+        actor kills itself (never restarted) rather than calling exit_actor: Ray keeps the
+        name of an actor that exited while its owner holds a handle, and the name must be
+        free for the next one."""
+        self._exiting = True
+        log.info("%s: idle for %d ms, exiting", naming.share_partition(self.group_id, self.topic, self.partition),
+                 self._idle_ms)
+        ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+
     async def status(self) -> dict:
         import os
         sp = self._sp
         return {"name": naming.share_partition(self.group_id, self.topic, self.partition),
                 "state": sp.state.value if sp else "Loading", "pid": os.getpid(),
-                "leader_epoch": sp.leader_epoch if sp else None}
+                "leader_epoch": sp.leader_epoch if sp else None, "node_id": current_node()}
 
     async def _active(self) -> SharePartition:
         """The loaded share partition; loads (again) when there is none or it was fenced."""
@@ -285,6 +343,13 @@ class SharePartitionActor:
         return await self._persist(pending)
 
     async def share_acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+        self._enter()
+        try:
+            return await self._share_acknowledge(request)
+        finally:
+            self._leave()
+
+    async def _share_acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
         part = self._my_partition(request.topics)
         error = None
         try:
@@ -307,10 +372,16 @@ class SharePartitionActor:
         requests are refused until the group has it again. The error code."""
         self._members.release(member_id)
         try:
+            self._enter()
+        except KafkaError as e:
+            return e.code
+        try:
             sp = await self._active()
             error = await self._persist(sp.release_member(member_id, now_ms()))
         except KafkaError as e:
             error = e
+        finally:
+            self._leave()
         return error.code if error else 0
 
     # ------------------------------------------------------------------ fetching
@@ -328,6 +399,13 @@ class SharePartitionActor:
         if there are any, else when some arrive or come back, until max_wait_ms. A member the
         share group does not have is refused as a whole (UNKNOWN_MEMBER_ID), before anything
         is acknowledged or acquired; one released while its fetch waited gets it per partition."""
+        self._enter()
+        try:
+            return await self._share_fetch(request)
+        finally:
+            self._leave()
+
+    async def _share_fetch(self, request: ShareFetchRequest) -> ShareFetchResponse:
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
         part = self._my_partition(request.topics)
         ack_error = error = None

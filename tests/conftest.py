@@ -11,15 +11,21 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture(scope="session")
-def ray_session():
+def init_session_ray():
+    """The session's Ray instance (again, after a test that needed a Ray of its own)."""
     import ray
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from actors.cluster import RAY_SYSTEM_CONFIG
     if not ray.is_initialized():
         ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
                  runtime_env={"env_vars": {"PYTHONPATH": ROOT}}, _system_config=RAY_SYSTEM_CONFIG)
-    yield ray
+    return ray
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    import ray
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    yield init_session_ray()
     ray.shutdown()
 
 

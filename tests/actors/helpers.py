@@ -1,5 +1,11 @@
-"""Pieces several actor test modules share."""
-from actors import ConsumerRebalanceListener
+"""Pieces several actor test modules (and the soak, tests/soak/) share."""
+import threading
+import time
+
+from actors import ConsumerRebalanceListener, naming
+from runtime.messages.topics import READ_COMMITTED, READ_UNCOMMITTED, FetchRequest
+from runtime.topics.data import decode_entries
+from runtime.topics.isolation import filter_aborted
 
 
 class Recorder(ConsumerRebalanceListener):
@@ -16,3 +22,82 @@ class Recorder(ConsumerRebalanceListener):
 
     def on_partitions_lost(self, lost):
         self.events.append(("lost", frozenset(lost)))
+
+
+class Worker(threading.Thread):
+    """One client's loop: `step()` until `stop` is set. Errors are kept, never fatal: the
+    checks at the end judge what the faults did."""
+
+    def __init__(self, name, step, stop):
+        super().__init__(name=name, daemon=True)
+        self.step, self.stop, self.errors = step, stop, []
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                self.step()
+            except Exception as e:  # retriable failures while actors restart
+                self.errors.append(repr(e))
+                time.sleep(0.2)
+
+
+class Ownership(ConsumerRebalanceListener):
+    """The intervals (tp, member, start, end, lost) during which a member owned each
+    partition, in this process's clock, appended to a shared log. `close()` ends what it
+    still owns (at its close, or when the member died) and ignores anything told later."""
+
+    def __init__(self, member, log):
+        self.member, self.log, self.open, self.closed = member, log, {}, False
+
+    def on_partitions_assigned(self, assigned):
+        if not self.closed:
+            for tp in assigned:
+                self.open[tp] = time.monotonic()
+
+    def on_partitions_revoked(self, revoked, lost=False):
+        for tp in revoked:
+            if tp in self.open:
+                self.log.append((tp, self.member, self.open.pop(tp), time.monotonic(), lost))
+
+    def on_partitions_lost(self, lost):
+        # The member was fenced: in Kafka's terms it stopped owning them then, and learns it
+        # only now, possibly after another member got them.
+        self.on_partitions_revoked(lost, lost=True)
+
+    def close(self):
+        self.on_partitions_revoked(list(self.open))
+        self.closed = True
+
+
+def double_owners(log):
+    """(tp, member, other member) for every two intervals of one partition that overlap;
+    an interval that ended in a loss (a fence) is not an ownership to its end."""
+    log = sorted((i for i in log if not i[4]), key=lambda i: (str(i[0]), i[2]))
+    return [(tp, m, m2) for i, (tp, m, start, end, _) in enumerate(log) for tp2, m2, start2, end2, _ in log[i + 1:]
+            if tp == tp2 and m != m2 and start < end2 and start2 < end]
+
+
+def read_partition(cluster, topic, partition, committed=False):
+    """Every (offset, value) of the partition, read_committed or not (retried while the
+    leader restarts)."""
+    out, offset = [], 0
+    while True:
+        r = cluster.directory.call(naming.partition_leader(topic, partition), "fetch", FetchRequest(
+            topic, partition, offset, 8 << 20, 0, 1, READ_COMMITTED if committed else READ_UNCOMMITTED), timeout_s=60)
+        assert r.error_code == 0, r
+        batches = filter_aborted(r.batches, r.aborted_transactions) if committed else r.batches
+        out += [(rec.offset, rec.value) for b in batches if not b.is_control
+                for rec in decode_entries(b.records, b.base_offset)]
+        if not r.batches:
+            return out
+        offset = r.batches[-1].last_offset + 1
+
+
+def transactions_settled(cluster, topic, partitions):
+    """Whether every transaction on the topic is decided (the LSO is the high watermark)."""
+    for p in range(partitions):
+        r = cluster.directory.call(naming.partition_leader(topic, p), "fetch", FetchRequest(
+            topic, p, 0, 1, 0, 1, READ_COMMITTED), timeout_s=60)
+        if r.last_stable_offset != r.high_watermark:
+            return False
+    return True

@@ -74,7 +74,8 @@ def test_up_connect_down_on_a_ray_start_cluster(ray_head, tmp_path):
     unreachable = run("--address", "127.0.0.1:1", "status", env=env)
     assert unreachable.returncode == 1 and "cannot reach the Ray cluster" in unreachable.stderr
 
-    up = run(*a, "up", "--data-dir", str(tmp_path / "data"), "--config", "log.flush.fsync=false", env=env)
+    up = run(*a, "up", "--data-dir", str(tmp_path / "data"), "--config", "log.flush.fsync=false",
+             "--config", "share.auto.offset.reset=earliest", "--placement", "spread", env=env)
     assert up.returncode == 0, up.stderr
     again = run(*a, "up", "--data-dir", str(tmp_path / "data"), env=env)
     assert again.returncode == 1 and "already runs" in again.stderr
@@ -92,16 +93,26 @@ def test_up_connect_down_on_a_ray_start_cluster(ray_head, tmp_path):
             for i in range(5):
                 p.send("events", f"e{{i}}".encode(), partition=0).get(30)
         print(sorted(cluster.list_topics()))
+        import time
+        got, deadline = [], time.monotonic() + 90
+        with cluster.share_consumer("events-share") as s:
+            s.subscribe("events")
+            while len(got) < 5 and time.monotonic() < deadline:
+                got += s.poll(0.5)
+        print(sorted(r.value.decode() for r in got))
     """)
     out = subprocess.run([sys.executable, "-c", driver], env=env, capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
     assert "['events']" in out.stdout
+    assert "['e0', 'e1', 'e2', 'e3', 'e4']" in out.stdout, out.stdout
 
     consumed = run(*a, "console-consumer", "events", "--partition", "0", "--from-beginning",
                    "--max-messages", "5", env=env)
     assert consumed.stdout.split() == ["e0", "e1", "e2", "e3", "e4"], consumed.stderr
     status = run(*a, "--output", "json", "status", env=env)
     assert status.returncode == 0 and '"shoal/partition-leader/events-1"' in status.stdout
+    # The controller made the SharePartition detached: it outlives the driver that used it.
+    assert '"shoal/share-partition/events-share/events-0"' in status.stdout
 
     down = run(*a, "down", env=env)
     assert down.returncode == 0, down.stderr

@@ -39,7 +39,11 @@ def poll_records(consumer, count, timeout_s=60, acknowledge=False):
 
 
 def start_offset(cluster, group, topic, partition=0):
-    sp = ray.get_actor(naming.share_partition(group, topic, partition), namespace=cluster.namespace)
+    """The SharePartition's start offset; -1 before any fetch there made the actor."""
+    try:
+        sp = ray.get_actor(naming.share_partition(group, topic, partition), namespace=cluster.namespace)
+    except ValueError:
+        return -1
     return ray.get(sp.record_states.remote())["start_offset"]
 
 

@@ -1,0 +1,478 @@
+"""The chaos soak: every protocol at once while actors of every kind are killed at random.
+
+For `--minutes`, a producer, a classic consumer group, a KIP-848 consumer group, a share
+group and a transactional producer work on a Cluster.local, while the chaos loop kills, at
+random, a group, share or transaction coordinator, a partition leader, a SharePartition or a
+client actor (a consumer's or a share consumer's: its user then starts a new consumer). Ray
+restarts the server actors (they reload from their logs); the clients find them again.
+Every client keeps a ledger, and at the end the soak checks:
+
+- every acknowledged produce is in the log, once;
+- every acknowledged offset commit is at or below the group's committed offset;
+- no partition was owned by two members of a group at once (a member that learns it was
+  fenced, on_partitions_lost, stopped owning at the fence, before it learnt it);
+- every share record was acknowledged successfully at most once, and each one never
+  acknowledged reached the delivery count limit (it was archived) or had an acknowledgement
+  whose outcome the client did not learn, with the share group at the end of the log;
+- each committed transaction's records appear once with read_committed, an aborted one's
+  never, one whose outcome the client did not learn wholly or not at all.
+
+It prints a JSON summary (faults by kind, what was checked, violations) and exits with 1 on a
+violation. Every loop and wait is bounded; the cluster and its data are removed at the end.
+Run on demand: `.venv/bin/python -m tests.soak.soak --minutes 10`; tests/soak/test_soak.py
+runs one minute in the normal suite.
+
+Every log's fsyncs go through tests/soak/chaos_io.py (`log.io.class`; `--no-disk-faults`
+turns it off): 1% are slow (200 ms) and 0.2% fail, which takes the log offline until its
+actor reopens it. With `--nodes N` the soak runs on a Ray cluster of its own (Ray's
+`ray.cluster_utils.Cluster`: a head for the clients and N worker nodes sharing the data
+directory, the deployment spread over them) and the chaos also removes a whole worker node,
+adding a fresh one in its place; the actors it hosted come back on the others.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+
+import ray
+
+from actors import AcknowledgeType, Cluster, TopicPartition, naming
+from tests.actors.helpers import Ownership, Worker, double_owners, read_partition, transactions_settled
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOPIC, TXN_TOPIC, PARTITIONS = "soak", "soak-txn", 2
+LIMIT = 5  # group.share.delivery.count.limit
+CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
+          "offsets.topic.num.partitions": 2, "share.coordinator.state.topic.num.partitions": 2,
+          "transaction.state.log.num.partitions": 1,
+          "share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": 3000,
+          "group.share.delivery.count.limit": LIMIT,
+          "group.share.heartbeat.interval.ms": 500, "group.share.min.heartbeat.interval.ms": 100,
+          "group.share.session.timeout.ms": 6000, "group.share.min.session.timeout.ms": 1000,
+          "group.consumer.heartbeat.interval.ms": 500, "group.consumer.min.heartbeat.interval.ms": 100,
+          "group.consumer.session.timeout.ms": 6000, "group.consumer.min.session.timeout.ms": 1000,
+          "group.min.session.timeout.ms": 1000}
+# With --disk-faults: every log's fsyncs go through tests/soak/chaos_io.py.
+DISK_FAULTS = {"log.flush.fsync": True, "log.io.class": "tests.soak.chaos_io.ChaosIO",
+               "soak.fsync.slow.rate": 0.01, "soak.fsync.slow.ms": 200, "soak.fsync.fail.rate": 0.002}
+CONSUMER = dict(session_timeout_ms=6000, heartbeat_interval_ms=500, max_poll_records=50,
+                auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=200)
+PRODUCE_BATCH, PRODUCE_PAUSE_S = 5, 0.25  # about 20 records a second
+KILL_EVERY_S = (0.5, 2.5)  # the chaos loop's pause between two faults, drawn uniformly
+DRAIN_S = 120  # the longest the end may wait for the share group and the transactions
+
+
+class Member:
+    """One consumer slot of a group: the consumer in use, replaced when its actor is killed."""
+
+    def __init__(self, soak: "Soak", group: str, protocol: str, n: int) -> None:
+        self.soak, self.group, self.protocol, self.n = soak, group, protocol, n
+        self.lock = threading.Lock()
+        self.generation = 0
+        self.consumer = self.listener = None
+        self._start()
+
+    def _start(self) -> None:
+        self.generation += 1
+        extra = {"group_protocol": "consumer"} if self.protocol == "consumer" else {}
+        consumer = self.soak.cluster.consumer(self.group, client_id=f"{self.group}-{self.n}-{self.generation}",
+                                              **CONSUMER, **extra)
+        listener = Ownership(f"{self.n}.{self.generation}", self.soak.ownership[self.group])
+        consumer.subscribe([TOPIC], listener=listener)
+        self.consumer, self.listener = consumer, listener
+
+    def kill(self) -> None:
+        with self.lock:
+            self.listener.close()  # what it owned ends now: its partitions move after the session timeout
+            ray.kill(self.consumer._actor, no_restart=True)
+            self.consumer = None
+
+    def step(self) -> None:
+        with self.lock:
+            if self.consumer is None:
+                self._start()
+            consumer = self.consumer
+        records = consumer.poll(200)
+        if records:
+            offsets = {tp: rs[-1].offset + 1 for tp, rs in records.items()}
+            consumer.commit()
+            self.soak.commits += 1
+            committed = self.soak.committed[self.group]
+            for tp, o in offsets.items():
+                committed[tp] = max(committed.get(tp, 0), o)
+
+    def close(self) -> None:
+        with self.lock:
+            if self.consumer is not None:
+                try:
+                    self.consumer.close()
+                except Exception:  # its coordinator may be restarting: the session ends it
+                    pass
+                self.listener.close()
+
+
+class ShareMember:
+    """One share consumer slot (explicit acknowledgement), replaced when its actor is killed."""
+
+    def __init__(self, soak: "Soak", n: int) -> None:
+        self.soak, self.n = soak, n
+        self.lock = threading.Lock()
+        self.consumer = None
+        self._start()
+
+    def _start(self) -> None:
+        self.consumer = self.soak.cluster.share_consumer("soak-share", share_acknowledgement_mode="explicit",
+                                                         fetch_max_wait_ms=200)
+        self.consumer.subscribe(TOPIC)
+
+    def kill(self) -> None:
+        with self.lock:
+            ray.kill(self.consumer._actor, no_restart=True)
+            self.consumer = None
+
+    def step(self) -> None:
+        with self.lock:
+            if self.consumer is None:
+                self._start()
+            consumer = self.consumer
+        records = consumer.poll(0.2)
+        for r in records:
+            self.soak.share_seen.setdefault((r.partition, r.offset), []).append(r.delivery_count)
+            consumer.acknowledge(r, AcknowledgeType.ACCEPT)
+        if records:
+            keys = [(r.partition, r.offset) for r in records]
+            try:
+                results = consumer.commit_sync(timeout=60)
+            except Exception:
+                self.soak.share_unknown.update(keys)
+                raise
+            for key in keys:
+                if results.get(TopicPartition(TOPIC, key[0])) is None:
+                    self.soak.share_acked[key] = self.soak.share_acked.get(key, 0) + 1
+                else:  # an error may come from a retry of an acknowledgement that was applied
+                    self.soak.share_unknown.add(key)
+
+    def close(self) -> None:
+        with self.lock:
+            if self.consumer is not None:
+                try:
+                    self.consumer.close()
+                except Exception:
+                    pass
+
+
+class Nodes:
+    """The soak's own Ray cluster: a head (the driver and the client actors) and `count`
+    worker nodes, the only ones with the `SERVER` resource, so the deployment runs on them."""
+    SERVER = "shoal-soak-server"
+
+    def __init__(self, count: int) -> None:
+        from ray.cluster_utils import Cluster as RayCluster
+        from actors.cluster import RAY_SYSTEM_CONFIG
+        self.ray_cluster = RayCluster(initialize_head=True,
+                                      head_node_args=dict(num_cpus=1, _system_config=RAY_SYSTEM_CONFIG))
+        # The driver connects before the workers exist, so it (and its clients) is on the head.
+        ray.init(address=self.ray_cluster.address, logging_level="WARNING", log_to_driver=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": ROOT}})
+        self.workers = [self._add() for _ in range(count)]
+        self.config = {"actor.placement": "spread", "actor.resources": {self.SERVER: 1}}
+
+    def _add(self):
+        return self.ray_cluster.add_node(num_cpus=0, resources={self.SERVER: 1000})
+
+    def replace_one(self, rng: random.Random) -> None:
+        """Remove a worker node (its actors die with it) and add a fresh one."""
+        victim = rng.choice(self.workers)
+        self.workers.remove(victim)
+        self.ray_cluster.remove_node(victim, allow_graceful=False)
+        self.workers.append(self._add())
+
+    def shutdown(self) -> None:
+        ray.shutdown()
+        self.ray_cluster.shutdown()
+
+
+class Soak:
+    def __init__(self, cluster: Cluster, seed: int, nodes: Nodes | None = None) -> None:
+        self.cluster = cluster
+        self.nodes = nodes
+        self.rng = random.Random(seed)
+        self.stop = threading.Event()
+        self.produced: dict = {}  # (partition, offset) -> value, acknowledged
+        self.committed: dict = {"soak-classic": {}, "soak-848": {}}  # group -> {tp: highest acknowledged}
+        self.ownership: dict = {"soak-classic": [], "soak-848": []}
+        self.share_acked: dict = {}  # (partition, offset) -> successful acknowledgements
+        self.share_seen: dict = {}  # (partition, offset) -> delivery counts
+        self.share_unknown: set = set()  # (partition, offset) whose acknowledgement's outcome is unknown
+        self.txns = {"committed": set(), "aborted": set(), "unknown": set()}
+        self.unsettled: list = []  # committed transactions with a send not answered
+        self.faults: dict = {}
+        self.commits = 0  # offset commits acknowledged
+        self._seq = 0
+        self._txn = {"producer": None, "n": 0}
+
+    # ------------------------------------------------------------------ the work
+
+    def _produce(self) -> None:
+        futures = []
+        for _ in range(PRODUCE_BATCH):
+            i, self._seq = self._seq, self._seq + 1
+            futures.append((i, self.producer.send(TOPIC, f"p{i}".encode(), partition=i % PARTITIONS)))
+        for i, f in futures:
+            md = f.get(timeout=60)
+            self.produced[(md.partition, md.offset)] = f"p{i}".encode()
+        self.stop.wait(PRODUCE_PAUSE_S)  # a rate the share group keeps up with under the faults
+
+    def _transaction(self) -> None:
+        state = self._txn
+        if state["producer"] is None:
+            p = self.cluster.producer(transactional_id="soak-txn", linger_ms=2)
+            p.init_transactions()
+            state["producer"] = p
+        p, n = state["producer"], state["n"]
+        state["n"] += 1
+        try:
+            p.begin_transaction()
+            futures = [p.send(TXN_TOPIC, f"t{n}-{k}".encode(), partition=k % PARTITIONS) for k in range(3)]
+            if n % 3 == 2:
+                p.abort_transaction()
+                self.txns["aborted"].add(n)
+            else:
+                p.commit_transaction()
+                self.txns["committed"].add(n)
+                if not all(f.done() and f.exception() is None for f in futures):
+                    self.unsettled.append(n)
+        except Exception:
+            self.txns["unknown"].add(n)
+            try:
+                p.abort_transaction()
+            except Exception:
+                state["producer"] = None  # start over: init_transactions fences the old one
+                p.close(timeout=5)
+            raise
+
+    def start(self) -> list[Worker]:
+        self.cluster.create_topic(TOPIC, PARTITIONS)
+        self.cluster.create_topic(TXN_TOPIC, PARTITIONS)
+        self.producer = self.cluster.producer(linger_ms=2, enable_idempotence=True)
+        self.members = [Member(self, "soak-classic", "classic", n) for n in range(2)]
+        self.members += [Member(self, "soak-848", "consumer", n) for n in range(2)]
+        self.share_members = [ShareMember(self, n) for n in range(2)]
+        workers = [Worker("produce", self._produce, self.stop), Worker("transactions", self._transaction, self.stop)]
+        workers += [Worker(f"{m.group}-{m.n}", m.step, self.stop) for m in self.members]
+        workers += [Worker(f"share-{m.n}", m.step, self.stop) for m in self.share_members]
+        for w in workers:
+            w.start()
+        return workers
+
+    # ------------------------------------------------------------------ the chaos
+
+    def _server_actors(self, kind: str) -> list[str]:
+        config = self.cluster.config
+        if kind == "group_coordinator":
+            return [naming.group_coordinator(p) for p in range(int(config["offsets.topic.num.partitions"]))]
+        if kind == "share_coordinator":
+            return [naming.share_coordinator(p)
+                    for p in range(int(config["share.coordinator.state.topic.num.partitions"]))]
+        if kind == "transaction_coordinator":
+            return [naming.transaction_coordinator(p)
+                    for p in range(int(config["transaction.state.log.num.partitions"]))]
+        if kind == "partition_leader":
+            return [naming.partition_leader(t, p) for t in (TOPIC, TXN_TOPIC) for p in range(PARTITIONS)]
+        return [naming.share_partition("soak-share", TOPIC, p) for p in range(PARTITIONS)]
+
+    def fault(self) -> None:
+        kinds = ["group_coordinator", "share_coordinator", "transaction_coordinator", "partition_leader",
+                 "share_partition", "consumer_client", "share_consumer_client"]
+        kind = self.rng.choice(kinds + (["node"] if self.nodes else []))
+        if kind == "node":
+            self.nodes.replace_one(self.rng)
+        elif kind == "consumer_client":
+            self.rng.choice(self.members).kill()
+        elif kind == "share_consumer_client":
+            self.rng.choice(self.share_members).kill()
+        else:
+            name = self.rng.choice(self._server_actors(kind))
+            try:
+                ray.kill(ray.get_actor(name, namespace=self.cluster.namespace), no_restart=False)
+            except ValueError:
+                return  # a SharePartition no fetch made yet, or one gone idle: nothing to kill
+        self.faults[kind] = self.faults.get(kind, 0) + 1
+
+    def run(self, seconds: float) -> list[Worker]:
+        workers = self.start()
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            time.sleep(min(self.rng.uniform(*KILL_EVERY_S), max(end - time.monotonic(), 0)))
+            if time.monotonic() < end:
+                self.fault()
+        self.stop.set()
+        for w in workers:
+            w.join(timeout=120)
+        return workers
+
+    # ------------------------------------------------------------------ the checks
+
+    def check(self, workers: list[Worker]) -> dict:
+        violations = [f"{w.name} did not stop" for w in workers if w.is_alive()]
+        log = {(p, o): v for p in range(PARTITIONS) for o, v in read_partition(self.cluster, TOPIC, p)}
+        lost = [k for k, v in self.produced.items() if log.get(k) != v]
+        violations += [f"acknowledged produce lost: {k}" for k in lost[:10]]
+        values = list(log.values())
+        if len(values) != len(set(values)):
+            violations.append(f"{len(values) - len(set(values))} produced records written twice")
+
+        for group, committed in self.committed.items():
+            offsets = self.cluster.admin().list_group_offsets(group)
+            for tp, o in committed.items():
+                if tp not in offsets or offsets[tp].committed_offset < o:
+                    violations.append(f"{group}: acknowledged commit {tp}@{o} lost ({offsets.get(tp)})")
+        for m in self.members:
+            m.close()
+        for group, intervals in self.ownership.items():
+            violations += [f"{group}: {tp} owned by {a} and {b} at once" for tp, a, b in double_owners(intervals)[:10]]
+
+        ends = {p: max((o for q, o in log if q == p), default=-1) + 1 for p in range(PARTITIONS)}
+        drainer = self.share_members[0]
+        for m in self.share_members[1:]:
+            m.close()  # it leaves: the group assigns its partitions to the drainer
+        deadline = time.monotonic() + DRAIN_S
+
+        def start_offset(p):
+            return self.cluster.directory.call(naming.share_partition("soak-share", TOPIC, p), "record_states",
+                                               timeout_s=60)["start_offset"]
+        while time.monotonic() < deadline:
+            try:
+                drainer.step()
+                if all(start_offset(p) >= ends[p] for p in range(PARTITIONS)):
+                    break
+            except Exception:  # a fault's restart still under way
+                time.sleep(0.2)
+        else:
+            violations.append(f"the share group did not reach the end of the log ({ends}) in {DRAIN_S}s")
+        drainer.close()
+        violations += [f"share record {k} acknowledged {n} times" for k, n in self.share_acked.items() if n > 1][:10]
+        violations += [f"share record {k} never acknowledged yet delivered only {self.share_seen.get(k)}"
+                       for k in sorted(set(log) - set(self.share_acked) - self.share_unknown)
+                       if max(self.share_seen.get(k, [0])) < LIMIT][:10]
+
+        if self._txn["producer"] is not None:
+            self._txn["producer"].close(timeout=10)
+        last = self.cluster.producer(transactional_id="soak-txn")
+        last.init_transactions()  # aborts whatever the last producer left open
+        last.close(timeout=10)
+        deadline = time.monotonic() + DRAIN_S
+        while not transactions_settled(self.cluster, TXN_TOPIC, PARTITIONS):
+            if time.monotonic() > deadline:
+                violations.append("a transaction on soak-txn stayed undecided")
+                break
+            time.sleep(0.5)
+        by_txn: dict = {}
+        txn_values = [v for p in range(PARTITIONS) for _, v in read_partition(self.cluster, TXN_TOPIC, p, True)]
+        for v in txn_values:
+            n = int(v.decode()[1:].split("-")[0])
+            by_txn[n] = by_txn.get(n, 0) + 1
+        violations += [f"committed transaction {n} has {by_txn.get(n, 0)} of its 3 records"
+                       for n in sorted(self.txns["committed"]) if by_txn.get(n, 0) != 3]
+        violations += [f"aborted transaction {n} is visible" for n in sorted(self.txns["aborted"]) if by_txn.get(n)]
+        violations += [f"transaction {n} (outcome unknown) is partly visible"
+                       for n in sorted(self.txns["unknown"]) if by_txn.get(n, 0) not in (0, 3)]
+        if len(txn_values) != len(set(txn_values)):
+            violations.append("a transaction's record appears twice")
+        violations += [f"commit_transaction {n} returned before its sends were answered" for n in self.unsettled]
+
+        return {
+            "faults": dict(sorted(self.faults.items())),
+            "faults_total": sum(self.faults.values()),
+            "checked": {
+                "produced_records": len(self.produced),
+                "offset_commits": self.commits,
+                "committed_partitions_checked": sum(len(c) for c in self.committed.values()),
+                "ownership_intervals": sum(len(i) for i in self.ownership.values()),
+                "ownership_lost": sum(1 for i in self.ownership.values() for o in i if o[4]),
+                "share_records": len(log),
+                "share_acknowledged": len(self.share_acked),
+                "share_acknowledgements_unknown": len(self.share_unknown - set(self.share_acked)),
+                "share_archived": len(set(log) - set(self.share_acked) - self.share_unknown),
+                "transactions": {k: len(v) for k, v in self.txns.items()},
+            },
+            "client_errors": {w.name: len(w.errors) for w in workers},
+            "violations": violations,
+        }
+
+
+def _count_lines(path: str) -> dict:
+    counts: dict = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                counts[line.strip()] = counts.get(line.strip(), 0) + 1
+    return counts
+
+
+def run(minutes: float, seed: int = 0, data_dir: str | None = None, disk_faults: bool = True,
+        nodes: "Nodes | None" = None) -> dict:
+    """Run the soak for `minutes` on a Cluster.local (on the Ray this process is connected
+    to, or a new one); the summary."""
+    started = time.monotonic()
+    faults_file = tempfile.mktemp(prefix="shoal-soak-faults-")
+    config = {**CONFIG, **(DISK_FAULTS if disk_faults else {}), **(nodes.config if nodes else {}),
+              "soak.faults.file": faults_file}
+    cluster = None
+    try:
+        cluster = Cluster.local(data_dir=data_dir, config=config)
+        soak = Soak(cluster, seed, nodes)
+        open(faults_file + ".armed", "w").close()  # the deployment is up: disk faults may start
+        summary = soak.check(soak.run(minutes * 60))
+    finally:
+        if cluster is not None:
+            cluster.shutdown()
+        disk = _count_lines(faults_file)
+        for path in (faults_file, faults_file + ".armed"):
+            if os.path.exists(path):
+                os.unlink(path)
+    summary["faults"].update(disk)
+    summary["faults_total"] += sum(disk.values())
+    return {"minutes": minutes, "seed": seed, "disk_faults": disk_faults,
+            "nodes": len(nodes.workers) if nodes else 1, "wall_s": round(time.monotonic() - started, 1), **summary}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=10)
+    parser.add_argument("--seed", type=int, default=int(time.time()))
+    parser.add_argument("--no-disk-faults", dest="disk_faults", action="store_false",
+                        help="no slow or failing fsyncs")
+    parser.add_argument("--nodes", type=int, default=0,
+                        help="worker nodes of a multi-node Ray cluster of the soak's own (0: one local node)")
+    args = parser.parse_args(argv)
+    from actors.cluster import RAY_SYSTEM_CONFIG
+    # This process's stdout is the JSON summary: the actors' logs and Ray's own warnings
+    # (which Ray prints on stdout) go elsewhere.
+    with contextlib.redirect_stdout(sys.stderr):
+        nodes = None
+        if args.nodes:
+            nodes = Nodes(args.nodes)
+        else:
+            ray.init(address="local", include_dashboard=False, logging_level="WARNING", log_to_driver=False,
+                     _system_config=RAY_SYSTEM_CONFIG, runtime_env={"env_vars": {"PYTHONPATH": ROOT}})
+        try:
+            summary = run(args.minutes, args.seed, disk_faults=args.disk_faults, nodes=nodes)
+        finally:
+            if nodes:
+                nodes.shutdown()
+            else:
+                ray.shutdown()
+    print(json.dumps(summary, indent=2))
+    return 1 if summary["violations"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
