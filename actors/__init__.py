@@ -3,10 +3,10 @@ the CLI."""
 from runtime.errors import Errors, KafkaError
 
 from .cluster import Cluster, DeploymentNotFound, TopicDescription
-from .consumer import CommitFailedError, Consumer, NoOffsetForPartitionError
-from .produce_result import FutureRecordMetadata, RecordMetadata
-from .producer import Producer
-from .share_consumer import AcknowledgeType, ShareConsumer
+from .clients.consumer import CommitFailedError, Consumer, NoOffsetForPartitionError
+from .clients.produce_result import FutureRecordMetadata, RecordMetadata
+from .clients.producer import Producer
+from .clients.share_consumer import AcknowledgeType, ShareConsumer
 from runtime.clients.types import ConsumerRebalanceListener, ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 __all__ = ["Cluster", "DeploymentNotFound", "TopicDescription", "Producer", "RecordMetadata",

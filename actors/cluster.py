@@ -20,9 +20,9 @@ from runtime.messages.topics import (CreatableTopic, CreatableTopicConfig, Creat
 
 from . import naming
 from .config import merged
-from .controller import ControllerActor
+from .server.controller import ControllerActor
 from .errors import to_kafka_error
-from .partition_leader import PartitionLeaderActor
+from .server.partition_leader import PartitionLeaderActor
 from .placement import remote
 from .retry import ActorDirectory
 
@@ -40,9 +40,9 @@ RAY_SYSTEM_CONFIG = {"max_direct_call_object_size": 2 * 1024 * 1024}
 # class path, kind). Each is built with (data_dir, partition, config) and has `ready()` and
 # `status()`.
 COORDINATORS: list[tuple[str, naming.CoordinatorType]] = [
-    ("actors.group_coordinator.GroupCoordinatorActor", naming.CoordinatorType.GROUP),
-    ("actors.transaction_coordinator.TransactionCoordinatorActor", naming.CoordinatorType.TRANSACTION),
-    ("actors.share_coordinator.ShareCoordinatorActor", naming.CoordinatorType.SHARE),
+    ("actors.server.group_coordinator.GroupCoordinatorActor", naming.CoordinatorType.GROUP),
+    ("actors.server.transaction_coordinator.TransactionCoordinatorActor", naming.CoordinatorType.TRANSACTION),
+    ("actors.server.share_coordinator.ShareCoordinatorActor", naming.CoordinatorType.SHARE),
 ]
 
 
@@ -175,7 +175,7 @@ class Cluster:
         for topic in cluster.describe_topics():
             cluster._start_partition_leaders(topic, range(topic.partitions))
         if config.get("listeners"):
-            from .gateway import GatewayActor
+            from .server.gateway import GatewayActor
             gateway = remote(GatewayActor, naming.gateway(0), namespace, detached, config,
                              restartable=False).remote(deployment)
             cluster.directory.keep(naming.gateway(0), gateway)
@@ -314,23 +314,23 @@ class Cluster:
 
     def admin(self, timeout_s: float = 30.0) -> "Admin":
         """Kafka's Admin API for groups, share groups and transactions (actors/admin.py)."""
-        from .admin import Admin
+        from .clients.admin import Admin
         return Admin(self, timeout_s)
 
     def producer(self, **config) -> "Producer":
-        from .producer import Producer
+        from .clients.producer import Producer
         return Producer(self, **config)
 
     def consumer(self, group_id: str | None = None, **config) -> "Consumer":
         """kafka-python's KafkaConsumer over a client actor; `group_protocol="classic"` (the
         default) or `"consumer"` (KIP-848, with `group_remote_assignor`)."""
-        from .consumer import Consumer
+        from .clients.consumer import Consumer
         return Consumer(self, group_id=group_id, **config)
 
     def share_consumer(self, group_id: str, **config) -> "ShareConsumer":
         """confluent-kafka's ShareConsumer over a client actor; `share_acknowledgement_mode`
         is "implicit" (default) or "explicit"."""
-        from .share_consumer import ShareConsumer
+        from .clients.share_consumer import ShareConsumer
         return ShareConsumer(self, group_id, **config)
 
     # ------------------------------------------------------------------ status and shutdown

@@ -1,5 +1,5 @@
 """The bridge's `shoal` commands: ``shoal compact [LOG|--all]`` and
-``shoal report lag|share|members [--out DIR]``. The main CLI (actors/cli.py) calls
+``shoal report lag|share|members [--out DIR]``. The main CLI (actors/cli/main.py) calls
 `add_commands` with its subparsers."""
 from __future__ import annotations
 

@@ -3,5 +3,5 @@
 `frames` cuts the byte stream into size-prefixed frames, `entities` turns plain values into
 kio's generated message classes and back, `versions` is the version negotiation (ApiVersions),
 `connection` is one server-side connection's state machine and `records` is Kafka's record
-batch v2. The gateway actor (actors/gateway.py) owns the sockets.
+batch v2. The gateway actor (actors/server/gateway.py) owns the sockets.
 """

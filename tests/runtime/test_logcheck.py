@@ -1,4 +1,4 @@
-"""`shoal log verify` and `shoal log dump` (runtime.logcheck and actors.cli_log): every
+"""`shoal log verify` and `shoal log dump` (runtime.logcheck and actors.cli.log): every
 problem the writer refuses or repairs is reported, verify agrees with the writer, and the
 dump decodes each kind of batch. They read only: no lock, nothing written."""
 import json
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from actors.cli import main
+from actors.cli.main import main
 from runtime.codec import encode_records as encode_state_records
 from runtime.errors import CorruptRecordError
 from runtime.group.records import group_metadata_tombstone, offset_commit_record

@@ -44,7 +44,7 @@ import time
 import ray
 
 from actors import AcknowledgeType, Cluster, TopicPartition, naming
-from tests.actors.helpers import Ownership, Worker, double_owners, read_partition, transactions_settled
+from tests.helpers import Ownership, Worker, double_owners, read_partition, transactions_settled
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOPIC, TXN_TOPIC, PARTITIONS = "soak", "soak-txn", 2

@@ -1,0 +1,1 @@
+"""The client actors and their facades: consumer, share consumer, producer, admin."""

@@ -1,0 +1,75 @@
+"""The controller actor: topic metadata (its own durable log), the deployment's settings, and
+the SharePartition actors, which it creates on demand (they go away when idle)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+import ray
+
+from runtime.messages.topics import (CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+                                     CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, MetadataRequest,
+                                     MetadataResponse)
+from runtime.topics.internal import CLUSTER_METADATA_TOPIC, log_name
+from runtime.topics.metadata import TopicMetadataShard
+
+from .. import naming
+from ..placement import on_node, remote
+from .shard_host import ShardHost
+
+log = logging.getLogger(__name__)
+
+METADATA_LOG = log_name(CLUSTER_METADATA_TOPIC, 0)
+LEADER_STATUS_TIMEOUT_S = 2.0
+
+
+class ControllerActor(ShardHost):
+    def __init__(self, data_dir: str, config: dict, namespace: str, detached: bool) -> None:
+        super().__init__(METADATA_LOG, 0, TopicMetadataShard, data_dir, config)
+        self._deployment = {"data_dir": data_dir, "config": dict(config), "namespace": namespace,
+                            "detached": detached}
+        # A non-detached actor ends when its owner drops its last handle: the SharePartitions
+        # this controller made live as long as it keeps theirs (or until they expire idle).
+        self._share_partitions: dict[str, object] = {}
+
+    async def deployment(self) -> dict:
+        return dict(self._deployment)
+
+    async def create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
+        ids = [str(uuid.uuid4()) for _ in request.topics]
+        return await self._answer(request, lambda shard, now: shard.create_topics(request, now, ids))
+
+    async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+        return await self._answer(request, lambda shard, now: shard.delete_topics(request, now))
+
+    async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+        return await self._answer(request, lambda shard, now: shard.create_partitions(request, now))
+
+    async def metadata(self, request: MetadataRequest) -> MetadataResponse:
+        # Kafka's Metadata response has no top-level error; while loading the KafkaError
+        # itself reaches the caller, whose retry loop treats it as retriable.
+        return await self._read(lambda shard: shard.metadata(request))
+
+    async def ensure_share_partition(self, group_id: str, topic: str, topic_id: str, partition: int) -> None:
+        """Create the SharePartition actor of the group on the topic partition unless one
+        runs: on the partition leader's node when it answers (soft), owned by this controller
+        (detached in a detached deployment). Callers then find it by name."""
+        from .share_partition import SharePartitionActor
+        d = self._deployment
+        name = naming.share_partition(group_id, topic, partition)
+        try:
+            ray.get_actor(name, namespace=d["namespace"])
+            return
+        except ValueError:
+            pass
+        node = None
+        try:
+            leader = ray.get_actor(naming.partition_leader(topic, partition), namespace=d["namespace"])
+            node = (await asyncio.wait_for(leader.status.remote(), LEADER_STATUS_TIMEOUT_S))["node_id"]
+        except Exception as e:  # no leader, or it is restarting: let Ray place it
+            log.info("placing %s without its leader's node: %s", name, e)
+        handle = remote(SharePartitionActor, name, d["namespace"], d["detached"], d["config"],
+                        strategy=on_node(node)).remote(d["namespace"], group_id, topic, topic_id, partition,
+                                                       d["config"])
+        self._share_partitions[name] = handle

@@ -1,0 +1,490 @@
+"""The SharePartition actor: one share group on one topic partition (KIP-932's SharePartition
+with its DelayedShareFetch purgatory), named `naming.share_partition(group, topic, partition)`.
+
+The decisions are `runtime.share.partition.SharePartition`'s; this shell does the I/O around
+them. It loads the state from the share coordinator (which the group coordinator initialised
+before assigning the partition), reading with a leader epoch above the last recorded one so
+a stale twin is fenced. It reads record data from the partition leader in whole batches, and
+sends every state change to the share coordinator before it answers: the change is committed
+in memory when the write succeeds and rolled back when it fails. Acquisition is not persisted (as in Kafka), so after a
+restart whatever was held is available again. Lock expiry runs on a timer task of its own;
+as in Kafka it releases the records at once, whatever becomes of its write.
+
+An idle actor goes away: after `group.share.partition.idle.ms` with no call and no record
+acquired (so every change is already with the share coordinator), it exits. The controller
+creates it again for the next ShareFetch, and it loads the state as after a restart.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import ray
+
+from runtime.errors import Errors, KafkaError
+from runtime.messages.share import (AcknowledgementBatch, ShareAcknowledgeRequest, ShareAcknowledgeResponse,
+                                    ShareAcknowledgeResponsePartition, ShareAcknowledgeTopicResponse,
+                                    ShareFetchableTopicResponse, ShareFetchRequest, ShareFetchResponse,
+                                    ShareFetchResponsePartition)
+from runtime.messages.share_state import (ReadShareGroupStateSummaryRequest, ReadStateSummaryData,
+                                          ReadStateSummaryPartitionData)
+from runtime.messages.share_group import DescribeGroupConfigRequest, ShareGroupDescribeRequest
+from runtime.messages.topics import READ_COMMITTED, READ_UNCOMMITTED, FetchRequest, ListOffsetsRequest
+from runtime.share.members import ShareMembers
+from runtime.share.partition import PendingShareWrite, SharePartition, SharePartitionState
+from runtime.share.reads import acquire_from_read, read_request
+
+from .. import metrics, naming
+from ..config import DEFAULTS
+from .idle import IdleExpiry
+from ..placement import current_node
+from ..retry import ActorDirectory
+from .shard_host import now_ms
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SharePartitionActor", "DEFAULT_MAX_RECORDS"]
+
+DEFAULT_MAX_RECORDS = 500  # a ShareFetch without max_records gets the consumer's max.poll.records
+# How long a state write keeps trying while the share coordinator is restarting.
+WRITE_TIMEOUT_S = 30.0
+# The longest single long poll on the partition leader; a longer wait chains several.
+LEADER_POLL_MAX_MS = 5000
+
+
+class SharePartitionActor:
+    def __init__(self, namespace: str, group_id: str, topic: str, topic_id: str, partition: int,
+                 config: dict) -> None:
+        self.namespace = namespace
+        self.group_id = group_id
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partition = partition
+        self.config = dict(config)
+        self._base_config: dict | None = None  # the cluster's config, under the group's own
+        self._group_configs: dict = {}
+        self._coordinator = naming.find_coordinator(
+            naming.CoordinatorType.SHARE, naming.share_coordinator_key(group_id, topic_id, partition), config)
+        self._leader = naming.partition_leader(topic, partition)
+        self._group_coordinator = naming.find_coordinator(naming.CoordinatorType.GROUP, group_id, config)
+        # The group's members, as the group coordinator last listed them; kept across reloads.
+        self._members = ShareMembers(group_id)
+        self._listing: asyncio.Task | None = None
+        self._actors = ActorDirectory(namespace)
+        self._sp: SharePartition | None = None
+        self._loading: asyncio.Task | None = None
+        self._changed: asyncio.Event | None = None  # replaced at each change; wakes long polls
+        self._timer_wake: asyncio.Event | None = None
+        self._timer: asyncio.Task | None = None
+        self._watcher: asyncio.Task | None = None
+        self._reading = False  # a leader read for acquisition is under way
+        self._high_watermark = -1  # of the last leader read; -1 before the first
+        self._tasks: set[asyncio.Task] = set()
+        self.metrics_name = f"{group_id}/{topic}-{partition}"  # the metrics' coordinator tag
+        self._idle = IdleExpiry(int(config.get("group.share.partition.idle.ms",
+                                               DEFAULTS["group.share.partition.idle.ms"])), self._busy, self._exit_idle)
+
+    # ------------------------------------------------------------------ calling other actors
+
+    async def _call(self, name: str, method: str, request, timeout_s: float = WRITE_TIMEOUT_S,
+                    per_partition: bool = False):
+        """`per_partition`: the coordinator errors (restarting, loading) of the partition or
+        group the call is for are retried like actor death."""
+        return await self._actors.call_async(name, method, request, timeout_s=timeout_s, per_partition=per_partition)
+
+    async def _coordinator_call(self, method: str, request):
+        """One share coordinator call for this share partition; its partition result."""
+        response = await self._call(self._coordinator, method, request, per_partition=True)
+        return response.results[0].partitions[0]
+
+    # ------------------------------------------------------------------ loading
+
+    async def ready(self) -> dict:
+        await self._active()
+        return await self.status()
+
+    # ------------------------------------------------------------------ idle expiry
+
+    def _busy(self) -> bool:
+        """Work under way besides calls, or records acquired: not all the state is with the
+        share coordinator yet."""
+        sp = self._sp
+        return bool(self._tasks or self._reading
+                    or (self._loading is not None and not self._loading.done())
+                    or (self._watcher is not None and not self._watcher.done())
+                    or (sp is not None and sp.next_deadline() is not None))
+
+    def _exit_idle(self) -> None:
+        """Exit, writing nothing: the state is durable already, and acquisitions are not
+        persisted. The actor kills itself (never restarted) rather than calling exit_actor: Ray keeps the
+        name of an actor that exited while its owner holds a handle, and the name must be
+        free for the next one."""
+        log.info("%s: idle for %d ms, exiting", naming.share_partition(self.group_id, self.topic, self.partition),
+                 self._idle.idle_ms)
+        ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+
+    async def status(self) -> dict:
+        import os
+        sp = self._sp
+        return {"name": naming.share_partition(self.group_id, self.topic, self.partition),
+                "state": sp.state.value if sp else "Loading", "pid": os.getpid(),
+                "leader_epoch": sp.leader_epoch if sp else None, "node_id": current_node()}
+
+    async def _active(self) -> SharePartition:
+        """The loaded share partition; loads (again) when there is none or it was fenced."""
+        sp = self._sp
+        if sp is not None and sp.state is SharePartitionState.ACTIVE:
+            return sp
+        if self._loading is None or self._loading.done():
+            self._sp = None
+            self._loading = asyncio.get_running_loop().create_task(self._load())
+        await asyncio.shield(self._loading)
+        return self._sp
+
+    async def _load(self) -> None:
+        await self._read_group_configs()
+        summary = await self._coordinator_call("read_share_group_state_summary", ReadShareGroupStateSummaryRequest(
+            self.group_id, (ReadStateSummaryData(self.topic_id, (ReadStateSummaryPartitionData(self.partition, 0),)),)))
+        _raise_for(summary)
+        # The group coordinator initialises the state before it assigns the partition; a
+        # read before that fails (INVALID_REQUEST) and the next fetch loads again.
+        sp = SharePartition(self.group_id, self.topic_id, self.partition, self.config,
+                            leader_epoch=summary.leader_epoch + 1)
+        read = await self._coordinator_call("read_share_group_state", sp.read_request())
+        reset_offset = None
+        if read.error_code == 0 and read.start_offset == -1:
+            reset_offset = await self._reset_offset(sp)
+        sp.initialize(read, now_ms(), reset_offset)
+        if self._changed is None:
+            self._changed = asyncio.Event()
+            self._timer_wake = asyncio.Event()
+            self._timer = asyncio.get_running_loop().create_task(self._timer_loop())
+        self._sp = sp
+        self._high_watermark = -1
+        self._notify()
+
+    async def _reset_offset(self, sp: SharePartition) -> int:
+        isolation = READ_COMMITTED if sp.read_committed else READ_UNCOMMITTED
+        response = await self._call(self._leader, "list_offsets", ListOffsetsRequest(
+            self.topic, self.partition, sp.reset_timestamp(now_ms()), isolation))
+        _raise_for(response)
+        if response.offset >= 0:
+            return response.offset
+        # No record at or after the timestamp: start at the end, as Kafka's by_duration does.
+        latest = await self._call(self._leader, "list_offsets", ListOffsetsRequest(
+            self.topic, self.partition, -1, isolation))
+        _raise_for(latest)
+        return latest.offset
+
+    async def reload_state(self, state_epoch: int) -> None:
+        """The group coordinator started the share group's state here over under
+        `state_epoch` (an offset alter, with the group empty): load it, unless this state is
+        that new already. An actor going away idle loads nothing: its successor will."""
+        if self._idle.exiting:
+            return
+        with self._idle.call():
+            if self._loading is not None and not self._loading.done():
+                await asyncio.gather(asyncio.shield(self._loading), return_exceptions=True)
+            if self._sp is not None and self._sp.state_epoch < state_epoch:
+                self._sp = None  # _active loads again
+            await self._active()
+
+    async def update_config(self, configs: dict) -> None:
+        """The group's dynamic share.* configs changed (or are known for the first time);
+        None removes the group's value, so the cluster's applies again."""
+        if self._base_config is None:
+            self._base_config = dict(self.config)
+        self._group_configs.update(configs)
+        effective = {**self._base_config, **{k: v for k, v in self._group_configs.items() if v is not None}}
+        for target in (self.config, self._sp.config if self._sp is not None else None):
+            if target is not None:
+                target.clear()
+                target.update(effective)
+
+    async def _read_group_configs(self) -> None:
+        """The group's dynamic configs, from its group coordinator (later changes are pushed)."""
+        response = await self._call(self._group_coordinator, "describe_group_config",
+                                    DescribeGroupConfigRequest(self.group_id))
+        if response.error_code == 0:
+            await self.update_config({e.name: None if e.is_default else e.value
+                                      for e in response.configs if e.name.startswith("share.")})
+
+    # ------------------------------------------------------------------ writes
+
+    async def _persist(self, pending: PendingShareWrite | None) -> KafkaError | None:
+        """Send a begun change to the share coordinator; commit or roll back by its answer."""
+        if pending is None:
+            return None
+        sp = pending._owner
+        if not pending.state_batches:
+            sp.commit(pending)  # nothing to store (a RENEW only restarted locks)
+            self._kick_timer()
+            return None
+        try:
+            result = await self._coordinator_call("write_share_group_state", pending.request())
+            code, message = result.error_code, result.error_message
+        except KafkaError as e:
+            code, message = e.code, e.message
+        error = sp.complete_write(pending, code, message)
+        if error is not None:
+            log.warning("%s: state write failed: %s", naming.share_partition(self.group_id, self.topic,
+                                                                            self.partition), error)
+        self._notify()
+        self._kick_timer()
+        return error
+
+    def _notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = asyncio.Event()
+        if self._sp is not None:
+            metrics.registry.set("shoal_share_in_flight_records", self._sp.in_flight_records,
+                                 coordinator=self.metrics_name)
+
+    def _kick_timer(self) -> None:
+        if self._timer_wake is not None:
+            self._timer_wake.set()
+
+    async def _timer_loop(self) -> None:
+        """Acquisition lock expiry: records whose lock ran out go back (or are archived)."""
+        while True:
+            sp = self._sp
+            deadline = sp.next_deadline() if sp is not None else None
+            timeout = None if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
+            try:
+                await asyncio.wait_for(self._timer_wake.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+            self._timer_wake.clear()
+            if sp is not None and sp is self._sp:
+                pending = sp.expire(now_ms())
+                if pending is not None:
+                    metrics.registry.inc("shoal_share_acquisition_lock_timeout_count",
+                                         sum(b.last_offset - b.first_offset + 1 for b in pending.state_batches),
+                                         coordinator=self.metrics_name)
+                    self._notify()  # the records are free now, not once the write is done
+                    self._spawn(self._persist(pending))
+
+    def _spawn(self, coroutine) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ membership
+
+    async def _admit(self, member_id: str) -> None:
+        """Return once the share group is known to have member_id; raise UNKNOWN_MEMBER_ID
+        when it has not. No call while the cached listing answers; otherwise one listing of
+        the members, shared by every request that waits for it (runtime.share.members)."""
+        members = self._members
+        ticket = members.ticket()
+        while not members.admitted(member_id, now_ms(), ticket):
+            if not members.listing:
+                members.begin_listing()
+                self._listing = asyncio.get_running_loop().create_task(self._list_members())
+            await asyncio.shield(self._listing)
+
+    async def _list_members(self) -> None:
+        """One ShareGroupDescribe of the group for its member ids; a restarting group
+        coordinator is waited for, as a restarting share coordinator is for a write."""
+        try:
+            response = await self._call(self._group_coordinator, "share_group_describe",
+                                        ShareGroupDescribeRequest((self.group_id,)), per_partition=True)
+            (group,) = response.groups
+            error = Errors.for_code(group.error_code)
+            if error not in (Errors.NONE, Errors.GROUP_ID_NOT_FOUND):  # no group: no members
+                raise KafkaError(error, group.error_message)
+        except BaseException:
+            self._members.listing_failed()
+            raise
+        self._members.listed((m.member_id for m in group.members), now_ms())
+
+    # ------------------------------------------------------------------ acknowledging
+
+    async def _acknowledge(self, member_id: str, batches) -> KafkaError | None:
+        sp = await self._active()
+        self._members.raise_unless_member(member_id)  # released while the load was awaited
+        try:
+            pending = sp.acknowledge(member_id, tuple(_ack_batch(b) for b in batches), now_ms())
+        except KafkaError as e:
+            return e
+        return await self._persist(pending)
+
+    async def share_acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+        with self._idle.call():
+            return await self._share_acknowledge(request)
+
+    async def _share_acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+        part = self._my_partition(request.topics)
+        error = None
+        try:
+            await self._admit(request.member_id)
+            if part is not None and part.acknowledgement_batches:
+                error = await self._acknowledge(request.member_id, part.acknowledgement_batches)
+            sp = self._sp
+            lock_ms = sp.record_lock_duration_ms if sp else 0
+        except KafkaError as e:
+            if e.error is Errors.UNKNOWN_MEMBER_ID:
+                return _refused(ShareAcknowledgeResponse, e)
+            error, lock_ms = e, 0
+        result = ShareAcknowledgeResponsePartition(self.partition, error.code if error else 0,
+                                                   error.message if error else None)
+        return ShareAcknowledgeResponse(acquisition_lock_timeout_ms=lock_ms,
+                                        responses=(ShareAcknowledgeTopicResponse(self.topic_id, (result,)),))
+
+    async def release_member(self, member_id: str) -> int:
+        """The member left or was fenced: what it holds is available again, and its later
+        requests are refused until the group has it again. The error code."""
+        self._members.release(member_id)
+        if self._idle.exiting:
+            return Errors.COORDINATOR_NOT_AVAILABLE.code
+        with self._idle.call():
+            try:
+                sp = await self._active()
+                error = await self._persist(sp.release_member(member_id, now_ms()))
+            except KafkaError as e:
+                error = e
+        return error.code if error else 0
+
+    # ------------------------------------------------------------------ fetching
+
+    def _my_partition(self, topics):
+        for t in topics:
+            if t.topic_id == self.topic_id:
+                for p in t.partitions:
+                    if p.partition_index == self.partition:
+                        return p
+        return None
+
+    async def share_fetch(self, request: ShareFetchRequest) -> ShareFetchResponse:
+        """Acknowledge what the request carries, then acquire records for the member: at once
+        if there are any, else when some arrive or come back, until max_wait_ms. A member the
+        share group does not have is refused as a whole (UNKNOWN_MEMBER_ID), before anything
+        is acknowledged or acquired; one released while its fetch waited gets it per partition."""
+        with self._idle.call():
+            return await self._share_fetch(request)
+
+    async def _share_fetch(self, request: ShareFetchRequest) -> ShareFetchResponse:
+        deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+        part = self._my_partition(request.topics)
+        ack_error = error = None
+        acquired, batches, lock_ms = (), (), 0
+        acknowledged = False
+        try:
+            await self._admit(request.member_id)
+            if part is not None and part.acknowledgement_batches:
+                ack_error = await self._acknowledge(request.member_id, part.acknowledgement_batches)
+            acknowledged = True
+            acquired, batches = await self._acquire(request, deadline)
+            sp = self._sp
+            lock_ms = sp.record_lock_duration_ms if sp is not None else 0
+        except KafkaError as e:
+            if e.error is Errors.UNKNOWN_MEMBER_ID and not acknowledged:
+                return _refused(ShareFetchResponse, e)
+            error = e
+        result = ShareFetchResponsePartition(
+            self.partition, error.code if error else 0, error.message if error else None,
+            ack_error.code if ack_error else 0, ack_error.message if ack_error else None,
+            records=batches, acquired_records=acquired)
+        return ShareFetchResponse(acquisition_lock_timeout_ms=lock_ms,
+                                  responses=(ShareFetchableTopicResponse(self.topic_id, (result,)),))
+
+    async def _acquire(self, request: ShareFetchRequest, deadline: float) -> tuple[tuple, tuple]:
+        max_records = request.max_records or DEFAULT_MAX_RECORDS
+        while True:
+            sp = await self._active()
+            changed = self._changed
+            offset = sp.next_fetch_offset()
+            if (not self._reading and sp.can_acquire_records()
+                    and (self._high_watermark < 0 or offset < self._high_watermark)):
+                # One leader read at a time: concurrent fetchers would read the same records
+                # and all but one would find them taken. The others wait for its notify.
+                self._reading = True
+                try:
+                    got = await self._read_and_acquire(sp, request, offset, max_records, deadline)
+                finally:
+                    self._reading = False
+                    self._notify()
+                if got is not None:
+                    return got
+                if sp.next_fetch_offset() != offset and time.monotonic() < deadline:
+                    continue  # another fetcher moved on; look again
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return (), ()
+            if self._high_watermark >= 0 and (self._watcher is None or self._watcher.done()):
+                self._watcher = asyncio.get_running_loop().create_task(self._watch_leader(remaining))
+            try:
+                await asyncio.wait_for(changed.wait(), remaining)
+            except asyncio.TimeoutError:
+                return (), ()
+
+    async def _read_and_acquire(self, sp: SharePartition, request: ShareFetchRequest, offset: int,
+                                max_records: int, deadline: float) -> tuple[tuple, tuple] | None:
+        """One leader read for the member; what it means is runtime.share.reads'."""
+        read = read_request(sp, self.topic, self.partition, request.max_bytes, max_records)
+        response = await self._call(self._leader, "fetch", read)
+        if sp is not self._sp:
+            return None  # reloaded meanwhile
+        if response.error_code == 0:
+            self._members.raise_unless_member(request.member_id)  # released while the read was under way
+        got = acquire_from_read(sp, request.member_id, read, response, min_bytes=request.min_bytes,
+                                waiting=time.monotonic() < deadline, max_records=max_records,
+                                batch_size=request.batch_size or None,
+                                share_acquire_mode=request.share_acquire_mode, now_ms=now_ms())
+        if got.end is not None:
+            self._high_watermark = got.end
+        if not got.acquired:
+            return None
+        self._kick_timer()
+        return got.acquired, got.batches
+
+    async def _watch_leader(self, wait_s: float) -> None:
+        """One long poll on the leader past the known high watermark (last stable offset under
+        read_committed), shared by every waiting fetch: when data arrives, they look again."""
+        isolation = READ_COMMITTED if self._sp is not None and self._sp.read_committed else READ_UNCOMMITTED
+        try:
+            response = await self._call(self._leader, "fetch", FetchRequest(
+                self.topic, self.partition, self._high_watermark, 1, int(min(wait_s * 1000, LEADER_POLL_MAX_MS)),
+                1, isolation, 1), timeout_s=wait_s + 30)
+            if response.error_code:
+                self._high_watermark = -1  # read again from the next fetch offset
+            elif response.batches:
+                self._high_watermark = response.last_stable_offset if isolation else response.high_watermark
+        except KafkaError:
+            self._high_watermark = -1
+        self._notify()
+
+    # ------------------------------------------------------------------ inspection
+
+    async def metrics_snapshot(self) -> list[dict]:
+        """The values this actor's process gave Ray's metrics."""
+        return metrics.registry.snapshot()
+
+    async def record_states(self) -> dict:
+        """{offset: (state name, delivery count, holder)} of the cached records, with the
+        start offset under key "start_offset" (for tests and tools)."""
+        sp = await self._active()
+        out: dict = {o: (s.name, n, m) for o, (s, n, m, _) in sp.record_states().items()}
+        out["start_offset"] = sp.start_offset
+        return out
+
+
+def _ack_batch(b) -> AcknowledgementBatch:
+    return b if isinstance(b, AcknowledgementBatch) else AcknowledgementBatch(*b)
+
+
+def _refused(response_cls, error: KafkaError):
+    """A request refused as a whole, with a top-level error and no partitions, as Kafka
+    answers a share session error."""
+    return response_cls(error_code=error.code, error_message=error.message)
+
+
+def _raise_for(result) -> None:
+    if result.error_code:
+        raise KafkaError(Errors.for_code(result.error_code), getattr(result, "error_message", None))
+
+
+# Every RPC counts and times itself (share fetches and acknowledgements among them).
+metrics.instrument_rpcs(SharePartitionActor, lambda actor: actor.metrics_name)

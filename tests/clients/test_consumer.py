@@ -1,0 +1,134 @@
+"""The classic consumer end to end on real actors: a group of consumers shares a topic,
+commits, rebalances on join, leave and crash, and resumes from committed offsets."""
+import ray
+
+from actors import OffsetAndMetadata, TopicPartition
+from runtime.messages.topics import ListOffsetsRequest
+from tests.helpers import Recorder
+from tests.conftest import wait_until
+
+CLUSTER_CONFIG = {"group.min.session.timeout.ms": 200, "group.initial.rebalance.delay.ms": 0}
+CLUSTER_TOPICS = {"orders": 6}
+FAST = dict(session_timeout_ms=2000, heartbeat_interval_ms=150, fetch_max_wait_ms=200, auto_offset_reset="earliest",
+            enable_auto_commit=False, max_poll_interval_ms=20000)
+ALL = {TopicPartition("orders", p) for p in range(6)}
+
+
+def produce(cluster, values):
+    with cluster.producer(linger_ms=1) as producer:
+        for v in values:
+            producer.send("orders", v.encode(), key=v.encode())
+        producer.flush()
+
+
+def poll_until(consumers, predicate, seen=None, timeout_s=40, message="condition"):
+    """Poll every consumer in turn (as their applications would) until `predicate()`."""
+    seen = seen if seen is not None else []
+
+    def step():
+        for c in consumers:
+            for records in c.poll(timeout_ms=30).values():
+                seen.extend(r.value.decode() for r in records)
+        return predicate()
+    wait_until(step, timeout_s=timeout_s, interval_s=0, message=message)
+    return seen
+
+
+def owns_all_once(consumers, partitions=ALL):
+    owned = [c.assignment() for c in consumers]
+    return all(owned) and sum(len(o) for o in owned) == len(partitions) and set().union(*owned) == partitions
+
+
+def test_three_consumers_share_commit_rebalance_and_resume(cluster):
+    produce(cluster, [f"a{i}" for i in range(60)])
+    # auto commit also commits before partitions are revoked: no record is seen twice
+    settings = dict(FAST, enable_auto_commit=True, auto_commit_interval_ms=300)
+    c1 = cluster.consumer("g-main", **settings)
+    c1.subscribe(["orders"])
+    seen = poll_until([c1], lambda: c1.assignment() == ALL, message="c1 owns everything")
+    c2, c3 = cluster.consumer("g-main", **settings), cluster.consumer("g-main", **settings)
+    c2.subscribe(["orders"])
+    c3.subscribe("orders")
+    group = [c1, c2, c3]
+    poll_until(group, lambda: owns_all_once(group) and len(seen) >= 60, seen, message="three own each once")
+    assert sorted(seen) == sorted(f"a{i}" for i in range(60))
+    assert [len(c.assignment()) for c in group] == [2, 2, 2]
+    for c in group:
+        c.commit()
+    for tp in ALL:
+        owner = next(c for c in group if tp in c.assignment())
+        assert c1.committed(tp) == OffsetAndMetadata(owner.position(tp), "", -1)
+
+    c3.close()  # leaves: the other two take its partitions
+    produce(cluster, [f"b{i}" for i in range(30)])
+    group = [c1, c2]
+    poll_until(group, lambda: owns_all_once(group) and sum(v.startswith("b") for v in seen) >= 30, seen,
+               message="two own each once")
+    assert sorted(v for v in seen if v.startswith("b")) == sorted(f"b{i}" for i in range(30))
+    for c in group:
+        c.commit()
+        c.close()
+
+    produce(cluster, [f"c{i}" for i in range(12)])
+    resumed = cluster.consumer("g-main", **FAST)
+    resumed.subscribe(["orders"])
+    later = []
+    poll_until([resumed], lambda: len(later) >= 12, later, message="resume")
+    assert sorted(later) == sorted(f"c{i}" for i in range(12))  # from the committed offsets on
+    resumed.close()
+
+
+def end_offsets(cluster):
+    return {tp: ray.get(cluster.partition_leader(*tp).list_offsets.remote(ListOffsetsRequest(*tp))).offset
+            for tp in ALL}
+
+
+def test_a_killed_consumer_loses_its_partitions_after_the_session_timeout(cluster):
+    produce(cluster, [f"k{i}" for i in range(24)])
+    end = end_offsets(cluster)
+    c1, c2 = cluster.consumer("g-kill", **FAST), cluster.consumer("g-kill", **FAST)
+    c1.subscribe(["orders"])
+    c2.subscribe(["orders"])
+    both = [c1, c2]
+    poll_until(both, lambda: owns_all_once(both) and all(
+        next(c for c in both if tp in c.assignment()).position(tp) == end[tp] for tp in ALL), message="all read")
+    c1.commit()
+    c2.commit()
+    taken = c2.assignment()
+    ray.kill(c2._actor)  # a crash: no LeaveGroup
+    poll_until([c1], lambda: c1.assignment() == ALL, timeout_s=30, message="c1 takes over")
+    assert {tp: c1.committed(tp) for tp in ALL} == {tp: OffsetAndMetadata(end[tp], "", -1) for tp in ALL}
+    assert {tp: c1.position(tp) for tp in taken} == {tp: end[tp] for tp in taken}  # where c2 committed
+    c1.close()
+
+
+def test_cooperative_sticky_never_gives_a_partition_to_two_consumers(cluster):
+    settings = dict(FAST, partition_assignment_strategy=["cooperative-sticky"])
+    listeners = [Recorder(), Recorder(), Recorder()]
+    consumers = []
+    by_generation: dict[int, dict] = {}
+
+    def sample():
+        for i, c in enumerate(consumers):
+            state = ray.get(c._actor.group_state.remote())
+            if state["state"] == "stable":
+                by_generation.setdefault(state["generation"], {})[i] = set(map(tuple, state["assignment"]))
+        return owns_all_once(consumers)
+
+    for i in range(3):
+        c = cluster.consumer("g-coop", **settings)
+        c.subscribe(["orders"], listener=listeners[i])
+        consumers.append(c)
+        poll_until(consumers, sample, message=f"{i + 1} cooperative consumers settle")
+    for generation, owned in by_generation.items():
+        parts = [p for ps in owned.values() for p in ps]
+        assert len(parts) == len(set(parts)), f"generation {generation}: a partition has two owners"
+    # Sticky and incremental: the first consumer only ever gave up what moved away.
+    first = listeners[0].events
+    assert first[0] == ("assigned", frozenset(ALL))
+    revoked = [ps for kind, ps in first if kind == "revoked"]
+    assert all(len(ps) < 6 for ps in revoked) and len(consumers[0].assignment()) == 2
+    assert not any(kind == "lost" for lst in listeners for kind, _ in lst.events)
+    for c in consumers:
+        c.close()
+    assert listeners[0].events[-1][0] == "revoked"  # close runs on_partitions_revoked

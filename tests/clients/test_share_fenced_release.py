@@ -1,0 +1,32 @@
+"""A share consumer that dies is fenced when its session times out, and the records it held
+are released then, not only when their (long) acquisition locks expire."""
+import time
+
+import ray
+
+from tests.clients.test_share_faults import FAST, poll_records, produce
+
+LOCK_MS = 60000
+CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": LOCK_MS,
+                  "group.share.max.record.lock.duration.ms": LOCK_MS,
+                  "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100,
+                  "group.share.session.timeout.ms": 2000, "group.share.min.session.timeout.ms": 1000}
+
+
+def test_records_of_a_fenced_member_come_back_before_their_lock_expires(cluster):
+    cluster.create_topic("fenced", 1)
+    produce(cluster, "fenced", 5)
+    holder = cluster.share_consumer("g-fenced", share_acknowledgement_mode="explicit", **FAST)
+    holder.subscribe("fenced")
+    held = poll_records(holder, 5)
+    killed_at = time.monotonic()
+    ray.kill(holder._actor)  # no acknowledgement, no leave: only the session timeout tells
+    with cluster.share_consumer("g-fenced", share_acknowledgement_mode="explicit", **FAST) as other:
+        other.subscribe("fenced")
+        back = poll_records(other, 5, timeout_s=40, acknowledge=True)
+        waited = time.monotonic() - killed_at
+        other.commit_sync()
+    assert sorted(r.offset for r in back) == [r.offset for r in held]
+    assert waited < LOCK_MS / 1000 - 10  # released at the fence, long before the locks expire
+    # Kafka gives the delivery back on release: the records go out again as first deliveries.
+    assert {r.delivery_count for r in back} == {1}

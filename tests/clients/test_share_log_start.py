@@ -1,0 +1,51 @@
+"""The share-partition start offset when retention moves the log start offset, on real
+actors. As in Kafka (ShareFetchUtils: updateCacheAndOffsets on OFFSET_OUT_OF_RANGE only), the
+share partition takes the log start offset up only when a read from below it is refused, so
+reads past it leave the start offset (the group's position) where Kafka's would be."""
+import ray
+
+from runtime.messages.topics import ListOffsetsRequest
+from runtime.share.partition import EARLIEST_TIMESTAMP
+from tests.clients.test_share_faults import FAST, poll_records, start_offset
+from tests.conftest import wait_until
+
+LOCK_MS = 30000
+CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": LOCK_MS,
+                  "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100}
+
+
+def test_the_start_offset_takes_the_log_start_offset_up_when_kafkas_does(cluster):
+    cluster.create_topic("short", 1, {"segment.bytes": 2000, "retention.bytes": 4000})
+    with cluster.producer(linger_ms=0, batch_size=1) as producer:
+        for i in range(30):
+            producer.send("short", bytes(300)).get(10)
+    holder = cluster.share_consumer("g-short", share_acknowledgement_mode="explicit", **FAST)
+    holder.subscribe("short")
+    held = sorted(poll_records(holder, 30), key=lambda r: r.offset)
+    for r in held[10:]:
+        holder.acknowledge(r)
+    assert set(holder.commit_sync().values()) == {None}
+    ray.kill(holder._actor)  # 0-9 stay held until their locks expire; it fetches no more
+
+    leader = cluster.partition_leader("short", 0)
+    assert ray.get(leader.apply_retention.remote())
+    log_start = ray.get(leader.list_offsets.remote(ListOffsetsRequest("short", 0, EARLIEST_TIMESTAMP))).offset
+    assert 10 < log_start < 30
+    with cluster.producer(linger_ms=0) as producer:
+        producer.send("short", b"late").get(10)
+    with cluster.share_consumer("g-short", share_acknowledgement_mode="explicit", **FAST) as other:
+        other.subscribe("short")
+        (late,) = poll_records(other, 1)
+        assert late.offset == 30
+        other.acknowledge(late)
+        assert set(other.commit_sync().values()) == {None}
+        # The reads from 30 on were not refused: the start offset stays, held back by 0-9
+        # (shoal used to take the log start offset from any read, and skip on to 31).
+        assert start_offset(cluster, "g-short", "short") == 0
+
+        # Once their locks expire, the read from 0 is refused: 0-9 are archived, not
+        # delivered again, and the start offset moves past the log start offset.
+        def step():
+            assert other.poll(0.2) == []
+            return start_offset(cluster, "g-short", "short") >= log_start
+        wait_until(step, timeout_s=LOCK_MS / 1000 + 30, interval_s=0, message="the start offset past the log start")

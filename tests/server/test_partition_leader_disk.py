@@ -1,0 +1,154 @@
+"""The partition leader on a failing disk (issue 15, finding 1): group commit never
+acknowledges a produce whose flush failed, no offset goes to two batches that were both
+acknowledged, and the producer state and transaction markers follow. The actor class runs on
+an asyncio loop of its own, without Ray, over real files and a FaultyIO."""
+import asyncio
+import functools
+import time
+
+import pytest
+
+from actors.server import partition_leader
+from actors.server.partition_leader import PartitionLeaderActor
+from runtime.errors import Errors
+from runtime.messages.topics import READ_COMMITTED, FetchRequest, ProduceRequest
+from runtime.messages.txn import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
+from runtime.testing import FaultyIO
+from runtime.topics.data import decode_entries, encode_records
+from runtime.topics.partition import PartitionLog
+
+STORAGE_ERROR = Errors.KAFKA_STORAGE_ERROR.code
+
+
+@pytest.fixture
+def disk(tmp_path, monkeypatch):
+    """(a leader factory, the FaultyIO under its log)."""
+    io = FaultyIO()
+    monkeypatch.setattr(partition_leader, "PartitionLog", functools.partial(PartitionLog, io=io))
+    monkeypatch.setattr(partition_leader, "OPEN_RETRY_S", 0.02)
+    # Small segments: a produce of BIG bytes does not fit behind another, so it rolls.
+    return lambda: PartitionLeaderActor(str(tmp_path), "t", 0, {"segment.bytes": 250},
+                                        {"log.flush.fsync": True}), io
+
+
+BIG = b"x" * 200
+
+
+def produce(value: bytes, pid: int = -1, seq: int = -1, txn: bool = False) -> ProduceRequest:
+    return ProduceRequest("t", 0, encode_records([(0, None, value, [])]), 1, 0, producer_id=pid,
+                          producer_epoch=0 if pid >= 0 else -1, base_sequence=seq, is_transactional=txn)
+
+
+async def values(leader, isolation_level=0) -> list[bytes]:
+    response = await leader.fetch(FetchRequest("t", 0, 0, max_wait_ms=0, isolation_level=isolation_level))
+    assert response.error_code == 0, response
+    return [r.value for b in response.batches if not b.is_control for r in decode_entries(b.records, b.base_offset)]
+
+
+async def eventually(predicate, timeout_s=10.0):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.01)
+
+
+async def roll_fails_behind(leader, io, first: ProduceRequest, fail: str):
+    """Start `first` (appended, its flush not yet run) and, in the same turn, a BIG produce
+    whose roll must first flush `first`: that fsync fails. Returns the two tasks."""
+    if fail == "once":
+        io.fail_nth = 1  # `first` is written, then the roll's fsync of it fails
+    else:
+        io.fail_ops = {"fsync"}
+    a = asyncio.ensure_future(first)
+    b = asyncio.ensure_future(leader.produce(produce(BIG)))
+    await asyncio.wait([b])
+    return a, b
+
+
+@pytest.mark.parametrize("fail", ["once", "until repaired"])
+def test_a_produce_whose_flush_failed_in_another_produces_roll_is_not_acknowledged(disk, fail):
+    make, io = disk
+
+    async def scenario():
+        leader = make()
+        assert (await leader.produce(produce(b"first"))).base_offset == 0
+        a, b = await roll_fails_behind(leader, io, leader.produce(produce(b"A")), fail)
+        assert b.result().error_code == STORAGE_ERROR
+        if fail == "until repaired":
+            # A's bytes could not be cut durably: it gets no answer yet, and the partition
+            # answers KAFKA_STORAGE_ERROR while the leader keeps trying to reopen the log.
+            await eventually(lambda: io.ops.count("fsync") >= 4)
+            assert not a.done()
+            assert (await leader.produce(produce(b"refused"))).error_code == STORAGE_ERROR
+            assert (await leader.status())["state"] == "offline"
+            io.fail_ops = set()
+        response = await asyncio.wait_for(a, 10)
+        assert response.error_code == STORAGE_ERROR  # never an acknowledgement
+        await eventually(lambda: not leader._plog.offline)
+        c = await leader.produce(produce(b"C"))
+        assert c.error_code == 0 and c.base_offset == 1  # A's offset: A is not in the log
+        assert await values(leader) == [b"first", b"C"]
+        assert (await leader.status())["high_watermark"] == 2
+
+    asyncio.run(scenario())
+
+
+def test_an_idempotent_producers_retries_after_the_failure_land_exactly_once(disk):
+    make, io = disk
+
+    async def scenario():
+        leader = make()
+        assert (await leader.produce(produce(b"0", pid=7, seq=0))).error_code == 0
+        a, b = await roll_fails_behind(leader, io, leader.produce(produce(b"1", pid=7, seq=1)), "once")
+        assert (await a).error_code == STORAGE_ERROR and b.result().error_code == STORAGE_ERROR
+        await eventually(lambda: not leader._plog.offline)
+        # The producer state forgot the lost batch: its retry is appended, not called a
+        # duplicate of a batch that is not there; a second retry is a duplicate.
+        retry = await leader.produce(produce(b"1", pid=7, seq=1))
+        assert (retry.error_code, retry.base_offset) == (0, 1)
+        again = await leader.produce(produce(b"1", pid=7, seq=1))
+        assert (again.error_code, again.base_offset) == (0, 1)
+        assert (await leader.produce(produce(b"2", pid=7, seq=2))).base_offset == 2
+        assert await values(leader) == [b"0", b"1", b"2"]
+
+    asyncio.run(scenario())
+
+
+def test_a_transaction_marker_whose_flush_failed_is_not_acknowledged_and_the_transaction_stays_open(disk):
+    make, io = disk
+    commit = WriteTxnMarkersRequest((WritableTxnMarker(9, 0, True, (WritableTxnMarkerTopic("t", (0,)),)),))
+
+    async def coordinator_agrees(request):
+        return None  # the verify-only AddPartitionsToTxn: the partition is in the transaction
+
+    async def scenario():
+        leader = make()
+        leader._verify = coordinator_agrees
+        assert (await leader.produce(produce(b"in txn", pid=9, seq=0, txn=True))).error_code == 0
+        marker, b = await roll_fails_behind(leader, io, leader.write_txn_markers(commit), "once")
+        result = (await marker).markers[0].topics[0].partitions[0]
+        assert result.error_code == STORAGE_ERROR
+        await eventually(lambda: not leader._plog.offline)
+        assert leader._plog.last_stable_offset == 0  # the transaction is still open
+        assert await values(leader, READ_COMMITTED) == []
+        # The coordinator's retry of the marker commits it.
+        result = (await leader.write_txn_markers(commit)).markers[0].topics[0].partitions[0]
+        assert result.error_code == 0
+        assert await values(leader, READ_COMMITTED) == [b"in txn"]
+
+    asyncio.run(scenario())
+
+
+def test_a_log_that_failed_to_open_is_retried(disk, tmp_path):
+    make, io = disk
+
+    async def scenario():
+        io.fail_ops = {"open"}
+        leader = make()
+        assert (await leader.produce(produce(b"x"))).error_code == STORAGE_ERROR
+        io.fail_ops = set()
+        await eventually(lambda: time.monotonic() >= leader._retry_open_at)
+        response = await leader.produce(produce(b"x"))
+        assert (response.error_code, response.base_offset) == (0, 0)
+
+    asyncio.run(scenario())
