@@ -315,7 +315,11 @@ class ConsumerActorBase(ClientActor):
         await self._emit(kind, partitions)
 
     async def _revoke(self, partitions, commit) -> None:
-        """Commit what was consumed of `commit` (auto commit), tell the user, stop fetching."""
+        """Commit what was consumed of `commit` (auto commit), tell the user, stop fetching.
+        From the start no poll hands out their records (they are paused), so what is
+        committed is all that was consumed: a poll running meanwhile would otherwise hand
+        out records past the commit, which the next owner reads again."""
+        self.positions.pause([tp for tp in partitions if tp in self.positions], True)
         offsets = {tp: o for tp, o in self.positions.consumed().items() if tp in commit}
         if offsets:
             await self._commit_quietly(offsets)
