@@ -63,6 +63,32 @@ class TopicDescription:
     configs: dict
 
 
+def start_partition_leaders(directory: ActorDirectory, deployment: dict, topic: str, topic_configs: dict,
+                            partitions) -> None:
+    """Start (or find) the leader actors of these partitions of a topic the controller has;
+    the Cluster and the Kafka gateway's CreateTopics both do."""
+    config = deployment["config"]
+    refs = []
+    for p in partitions:
+        name = naming.partition_leader(topic, p)
+        handle = remote(PartitionLeaderActor, name, deployment["namespace"], deployment["detached"], config,
+                        spread=True).remote(deployment["data_dir"], topic, p, topic_configs, config)
+        directory.keep(name, handle)
+        refs.append(handle.ready.remote())
+    ray.get(refs, timeout=120)
+
+
+def topics_changed(directory: ActorDirectory, config: dict) -> None:
+    """Group coordinators read the topics again now (consumer and share groups follow
+    them); one that is away catches up when it loads or at its periodic refresh."""
+    refs = [directory.get(name).notify_topics.remote()
+            for name in naming.every_coordinator(naming.CoordinatorType.GROUP, config)]
+    try:
+        ray.get(refs, timeout=30)
+    except Exception as e:
+        log.info("telling the group coordinators about topics: %s", to_kafka_error(e))
+
+
 class Cluster:
     def __init__(self, namespace: str, deployment: dict, *, owns_ray: bool, owns_data_dir: bool,
                  owns_deployment: bool) -> None:
@@ -70,6 +96,7 @@ class Cluster:
         self.data_dir: str = deployment["data_dir"]
         self.config: dict = deployment["config"]
         self.detached: bool = deployment["detached"]
+        self._deployment = {**deployment, "namespace": namespace}
         self._owns_ray = owns_ray
         self._owns_data_dir = owns_data_dir
         self._owns_deployment = owns_deployment
@@ -147,6 +174,12 @@ class Cluster:
         # Partition leaders of topics that survive from an earlier run of this data dir.
         for topic in cluster.describe_topics():
             cluster._start_partition_leaders(topic, range(topic.partitions))
+        if config.get("listeners"):
+            from .server.gateway import GatewayActor
+            gateway = remote(GatewayActor, naming.gateway(0), namespace, detached, config,
+                             restartable=False).remote(deployment)
+            cluster.directory.keep(naming.gateway(0), gateway)
+            ray.get(gateway.start.remote(), timeout=60)
         return cluster
 
     # ------------------------------------------------------------------ handles
@@ -163,6 +196,14 @@ class Cluster:
     @property
     def controller(self) -> Any:
         return self._actor(naming.CONTROLLER)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """host:port of the Kafka gateway, for Kafka clients (config "listeners")."""
+        if not self.config.get("listeners"):
+            raise KafkaError(Errors.INVALID_CONFIG, "no Kafka gateway: the cluster was started without listeners")
+        address = ray.get(self._actor(naming.gateway(0)).start.remote(), timeout=30)
+        return f"{address['host']}:{address['port']}"
 
     def partition_leader(self, topic: str, partition: int) -> Any:
         return self._actor(naming.partition_leader(topic, partition))
@@ -233,15 +274,7 @@ class Cluster:
         return after
 
     def _start_partition_leaders(self, topic: TopicDescription, partitions) -> None:
-        refs = []
-        for p in partitions:
-            name = naming.partition_leader(topic.name, p)
-            handle = remote(PartitionLeaderActor, name, self.namespace, self.detached, self.config,
-                            spread=True).remote(
-                self.data_dir, topic.name, p, topic.configs, self.config)
-            self.directory.keep(name, handle)
-            refs.append(handle.ready.remote())
-        ray.get(refs, timeout=120)
+        start_partition_leaders(self.directory, self._deployment, topic.name, topic.configs, partitions)
 
     def delete_topic(self, name: str) -> None:
         topic = self.describe_topic(name)
@@ -260,14 +293,7 @@ class Cluster:
         self._topics_changed()
 
     def _topics_changed(self) -> None:
-        """Group coordinators read the topics again now (consumer and share groups follow
-        them); one that is away catches up when it loads or at its periodic refresh."""
-        refs = [self._actor(name).notify_topics.remote()
-                for name in naming.every_coordinator(naming.CoordinatorType.GROUP, self.config)]
-        try:
-            ray.get(refs, timeout=30)
-        except Exception as e:
-            log.info("telling the group coordinators about topics: %s", to_kafka_error(e))
+        topics_changed(self.directory, self.config)
 
     def list_topics(self) -> list[str]:
         return [t.name for t in self.describe_topics()]

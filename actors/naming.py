@@ -38,6 +38,10 @@ def partition_leader(topic: str, partition: int) -> str:
     return f"shoal/partition-leader/{topic}-{partition}"
 
 
+def gateway(node: int) -> str:
+    return f"shoal/gateway/{node}"
+
+
 def share_partition(group_id: str, topic: str, partition: int) -> str:
     return f"shoal/share-partition/{group_id}/{topic}-{partition}"
 

@@ -1,0 +1,239 @@
+"""The gateway's topic and data-path APIs: Metadata, CreateTopics, Produce, Fetch,
+ListOffsets and InitProducerId, each turned into calls on the controller, the partition
+leaders and the transaction coordinators. A handler takes the gateway and the request event
+and returns the response as plain values (runtime.wire.entities builds the version asked).
+
+Records cross in Kafka's record batch v2 and are converted at this edge to the batches the
+partition logs store (runtime.wire.storage).
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from runtime.errors import Errors, KafkaError
+from runtime.messages.topics import (CreatableTopic, CreatableTopicConfig, CreateTopicsRequest, FetchRequest,
+                                     ListOffsetsRequest, MetadataRequest)
+from runtime.messages.txn import InitProducerIdRequest
+from runtime.wire.entities import plain
+from runtime.wire.records import decode_batch
+from runtime.wire.storage import fetched_records, produce_request
+
+from .. import naming
+
+UNKNOWN_AUTHORIZED_OPERATIONS = -2147483648
+
+
+def _partition_error(e: KafkaError) -> int:
+    """A failed call on a partition leader as a Kafka client expects it: a leader actor that
+    is missing or away is NOT_LEADER_OR_FOLLOWER (the client refreshes its metadata and
+    retries; Metadata tells a missing topic apart)."""
+    if e.error is Errors.COORDINATOR_NOT_AVAILABLE:
+        return Errors.NOT_LEADER_OR_FOLLOWER.code
+    return e.code
+
+
+# ------------------------------------------------------------------ Metadata
+
+async def metadata(gw, event) -> dict:
+    request = plain(event.request)
+    topics = request["topics"]
+    if topics is not None:
+        names = tuple(t["name"] for t in topics if t.get("name"))
+        # Metadata v0 has no null array: an empty one asks for every topic.
+        wanted = None if event.api_version == 0 and not names else names
+    else:
+        wanted = None
+    response = await gw.call(naming.CONTROLLER, "metadata", MetadataRequest(wanted))
+    broker = gw.address()
+    return {
+        "throttle_time": 0, "cluster_id": gw.namespace, "controller_id": broker["node_id"],
+        "brokers": [{**broker, "rack": None}],
+        "cluster_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS,
+        "topics": [{
+            "error_code": t.error_code, "name": t.name, "topic_id": t.topic_id or "00000000-0000-0000-0000-000000000000",
+            "is_internal": False, "topic_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS,
+            "partitions": [{
+                "error_code": p.error_code, "partition_index": p.partition_index, "leader_id": broker["node_id"],
+                "leader_epoch": 0, "replica_nodes": [broker["node_id"]], "isr_nodes": [broker["node_id"]],
+                "offline_replicas": []} for p in t.partitions],
+        } for t in response.topics],
+    }
+
+
+# ------------------------------------------------------------------ CreateTopics
+
+async def create_topics(gw, event) -> dict:
+    from ..cluster import start_partition_leaders, topics_changed
+    request = plain(event.request)
+    results = []
+    for t in request["topics"]:
+        if t["assignments"]:
+            results.append({"name": t["name"], "error_code": Errors.INVALID_REQUEST.code,
+                            "error_message": "manual replica assignments are not served"})
+            continue
+        creatable = CreatableTopic(t["name"], t["num_partitions"], t["replication_factor"],
+                                   tuple(CreatableTopicConfig(c["name"], c["value"]) for c in t["configs"]))
+        if request["validate_only"]:
+            results.append({"name": t["name"], "error_code": 0, "num_partitions": t["num_partitions"]})
+            continue
+        (r,) = (await gw.call(naming.CONTROLLER, "create_topics", CreateTopicsRequest((creatable,)))).topics
+        if not r.error_code:
+            await asyncio.get_running_loop().run_in_executor(
+                None, start_partition_leaders, gw.directory, gw.deployment, r.name, r.configs, range(r.num_partitions))
+        results.append({
+            "name": r.name, "topic_id": r.topic_id or "00000000-0000-0000-0000-000000000000",
+            "error_code": r.error_code, "error_message": r.error_message, "num_partitions": r.num_partitions,
+            "replication_factor": 1 if not r.error_code else -1,
+            "configs": [{"name": k, "value": str(v), "read_only": False, "config_source": 1, "is_sensitive": False}
+                        for k, v in sorted(r.configs.items())]})
+    if any(not r["error_code"] for r in results) and not request["validate_only"]:
+        await asyncio.get_running_loop().run_in_executor(None, topics_changed, gw.directory, gw.config)
+    return {"throttle_time": 0, "topics": results}
+
+
+# ------------------------------------------------------------------ Produce
+
+async def _produce_one(gw, topic: str, partition: int, records: bytes | None, acks: int, timeout_ms: int,
+                       transactional_id: str | None) -> dict:
+    out = {"index": partition, "base_offset": -1, "log_append_time": -1, "log_start_offset": -1,
+           "record_errors": [], "error_message": None}
+    try:
+        # Produce v3 and later carry exactly one batch of magic 2 per partition.
+        batch, end = decode_batch(records or b"")
+        if end != len(records):
+            raise KafkaError(Errors.INVALID_RECORD, "a produce carries one record batch per partition")
+        request = produce_request(topic, partition, batch, acks, timeout_ms, transactional_id)
+        response = await gw.call(naming.partition_leader(topic, partition), "produce", request,
+                                 timeout_s=max(timeout_ms, 1000) / 1000)
+    except KafkaError as e:
+        return {**out, "error_code": _partition_error(e), "error_message": e.message}
+    return {**out, "error_code": response.error_code, "base_offset": response.base_offset,
+            "log_start_offset": response.log_start_offset, "error_message": response.error_message}
+
+
+async def produce(gw, event) -> dict | None:
+    request = plain(event.request)
+    acks, timeout_ms = request["acks"], request["timeout"]
+    jobs = [(t["name"], p["index"], _produce_one(gw, t["name"], p["index"], p["records"], acks, timeout_ms,
+                                                   request["transactional_id"]))
+            for t in request["topic_data"] for p in t["partition_data"]]
+    results = await asyncio.gather(*(job for _, _, job in jobs))
+    if acks == 0:
+        return None  # Kafka sends no response to acks=0
+    by_topic: dict[str, list] = {}
+    for (topic, _, _), result in zip(jobs, results):
+        by_topic.setdefault(topic, []).append(result)
+    return {"throttle_time": 0,
+            "responses": [{"name": name, "partition_responses": parts} for name, parts in by_topic.items()]}
+
+
+# ------------------------------------------------------------------ Fetch
+
+async def _fetch_one(gw, topic: str, p: dict, isolation_level: int, max_wait_ms: int, min_bytes: int) -> dict:
+    request = FetchRequest(topic, p["partition"], p["fetch_offset"], p["partition_max_bytes"], max_wait_ms,
+                           min_bytes, isolation_level)
+    out = {"partition_index": p["partition"], "high_watermark": -1, "last_stable_offset": -1,
+           "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
+    try:
+        r = await gw.call(naming.partition_leader(topic, p["partition"]), "fetch", request,
+                          timeout_s=max_wait_ms / 1000 + 30)
+    except KafkaError as e:
+        return {**out, "error_code": _partition_error(e)}
+    aborted = None
+    if isolation_level == 1:
+        aborted = [{"producer_id": a.producer_id, "first_offset": a.first_offset} for a in r.aborted_transactions]
+    return {**out, "error_code": r.error_code, "high_watermark": r.high_watermark,
+            "last_stable_offset": r.last_stable_offset, "log_start_offset": r.log_start_offset,
+            "aborted_transactions": aborted, "records": b"".join(fetched_records(b) for b in r.batches)}
+
+
+def _limit_response(results: list[dict], max_bytes: int) -> None:
+    """Kafka's fetch.max.bytes: partitions are filled in order until the response holds
+    max_bytes of records; the first partition with records is served whole even when
+    larger, so that a consumer always makes progress."""
+    total = 0
+    for result in results:
+        size = len(result["records"])
+        if size and total and total + size > max_bytes:
+            result["records"] = b""
+        total += len(result["records"])
+
+
+async def fetch(gw, event) -> dict:
+    """Sessionless fetch: a client that asks for a session gets session id 0, which Kafka's
+    clients take as "no session" and go on sending full requests. The long poll: a first
+    pass that does not wait; if it has fewer than min_bytes, every partition waits for data
+    until max_wait, and the response goes as soon as one has some."""
+    request = plain(event.request)
+    isolation = request.get("isolation_level", 0)
+    wanted = [(t["topic"], p) for t in request["topics"] for p in t["partitions"]]
+    deadline = time.monotonic() + request["max_wait"] / 1000
+
+    async def one_pass(wait_ms: int):
+        return await asyncio.gather(*(_fetch_one(gw, topic, p, isolation, wait_ms, 1) for topic, p in wanted))
+
+    results = await one_pass(0)
+    remaining_ms = int((deadline - time.monotonic()) * 1000)
+    size = sum(len(r["records"]) for r in results)
+    if wanted and size < max(request["min_bytes"], 1) and remaining_ms > 0 and not any(r["error_code"] for r in results):
+        waits = [asyncio.ensure_future(_fetch_one(gw, topic, p, isolation, remaining_ms, 1)) for topic, p in wanted]
+        done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for w in pending:
+            w.cancel()
+        if any(w.result()["records"] for w in done):
+            results = await one_pass(0)
+    _limit_response(results, request.get("max_bytes", 0x7FFFFFFF))
+    by_topic: dict[str, list] = {}
+    for (topic, _), result in zip(wanted, results):
+        by_topic.setdefault(topic, []).append(result)
+    return {"throttle_time": 0, "error_code": 0, "session_id": 0,
+            "responses": [{"topic": name, "partitions": parts} for name, parts in by_topic.items()]}
+
+
+# ------------------------------------------------------------------ ListOffsets
+
+async def _list_one(gw, topic: str, p: dict, isolation_level: int) -> dict:
+    out = {"partition_index": p["partition_index"], "timestamp": -1, "offset": -1, "leader_epoch": 0}
+    try:
+        r = await gw.call(naming.partition_leader(topic, p["partition_index"]), "list_offsets",
+                          ListOffsetsRequest(topic, p["partition_index"], p["timestamp"], isolation_level))
+    except KafkaError as e:
+        return {**out, "error_code": _partition_error(e)}
+    return {**out, "error_code": r.error_code, "timestamp": r.timestamp, "offset": r.offset}
+
+
+async def list_offsets(gw, event) -> dict:
+    request = plain(event.request)
+    isolation = request.get("isolation_level", 0)
+    topics = []
+    for t in request["topics"]:
+        parts = await asyncio.gather(*(_list_one(gw, t["name"], p, isolation) for p in t["partitions"]))
+        topics.append({"name": t["name"], "partitions": list(parts)})
+    return {"throttle_time": 0, "topics": topics}
+
+
+# ------------------------------------------------------------------ InitProducerId
+
+async def init_producer_id(gw, event) -> dict:
+    request = plain(event.request)
+    key = request["transactional_id"] or event.client_id or ""
+    name = naming.find_coordinator(naming.CoordinatorType.TRANSACTION, key, gw.config)
+    try:
+        r = await gw.call(name, "init_producer_id", InitProducerIdRequest(
+            request["transactional_id"], request["transaction_timeout"], request.get("producer_id", -1),
+            request.get("producer_epoch", -1)))
+    except KafkaError as e:
+        return {"throttle_time": 0, "error_code": e.code, "producer_id": -1, "producer_epoch": -1}
+    return {"throttle_time": 0, "error_code": r.error_code, "producer_id": r.producer_id,
+            "producer_epoch": r.producer_epoch}
+
+
+HANDLERS = {
+    3: (0, 12, metadata),
+    19: (2, 7, create_topics),
+    0: (3, 12, produce),
+    1: (4, 12, fetch),
+    2: (1, 10, list_offsets),
+    22: (0, 5, init_producer_id),
+}

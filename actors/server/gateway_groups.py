@@ -1,0 +1,195 @@
+"""The gateway's group APIs: FindCoordinator, the classic group protocol (JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup), OffsetCommit and OffsetFetch, each a call on the group
+coordinator actor that owns the group's __consumer_offsets partition, and ListGroups and
+DescribeGroups for admin clients.
+
+The gateway is the one broker Kafka clients see, so FindCoordinator always names it and the
+gateway routes each group request to its coordinator actor. A coordinator that is away is
+COORDINATOR_NOT_AVAILABLE, which sends the client back to FindCoordinator, as with Kafka.
+Request and response fields carry Kafka's names on both sides (runtime.messages follows the
+schemas), so the mapping is mostly one to one.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from runtime.errors import KafkaError
+from runtime.messages.group import (DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse, LeaveGroupRequest,
+                                    MemberIdentity, OffsetCommitRequest, OffsetCommitRequestPartition,
+                                    OffsetCommitRequestTopic, OffsetFetchRequest, OffsetFetchRequestGroup,
+                                    OffsetFetchRequestTopics, ListGroupsRequest, SyncGroupRequest,
+                                    SyncGroupRequestAssignment)
+from runtime.wire.entities import plain
+
+from .. import naming
+
+
+def _answer(response) -> dict:
+    """A coordinator's response as plain values under kio's names (durations lose _ms)."""
+    data = dataclasses.asdict(response)
+    data["throttle_time"] = data.pop("throttle_time_ms", 0)
+    return data
+
+
+async def _coordinator_call(gw, group_id: str, method: str, request, *args, timeout_s: float = 30.0):
+    name = naming.find_coordinator(naming.CoordinatorType.GROUP, group_id, gw.config)
+    return await gw.call(name, method, request, *args, timeout_s=timeout_s)
+
+
+# ------------------------------------------------------------------ FindCoordinator
+
+async def find_coordinator(gw, event) -> dict:
+    request = plain(event.request)
+    broker = gw.address()
+    if event.api_version < 4:
+        return {"throttle_time": 0, "error_code": 0, "error_message": None, **broker}
+    return {"throttle_time": 0, "coordinators": [
+        {"key": key, **broker, "error_code": 0, "error_message": None} for key in request["coordinator_keys"]]}
+
+
+# ------------------------------------------------------------------ the classic group protocol
+
+async def join_group(gw, event) -> dict:
+    r = plain(event.request)
+    request = JoinGroupRequest(
+        r["group_id"], r["session_timeout"], r["member_id"], r["protocol_type"],
+        tuple(JoinGroupRequestProtocol(p["name"], p["metadata"]) for p in r["protocols"]),
+        r.get("rebalance_timeout", -1), r.get("group_instance_id"), r.get("reason"))
+    wait_ms = max(request.rebalance_timeout_ms, request.session_timeout_ms)
+    try:
+        response = await _coordinator_call(gw, request.group_id, "join_group", request, event.client_id or "", "",
+                                           timeout_s=wait_ms / 1000 + 30)
+    except KafkaError as e:
+        response = JoinGroupResponse(error_code=e.code, member_id=r["member_id"])
+    data = _answer(response)
+    if event.api_version < 7 and data["protocol_name"] is None:
+        data["protocol_name"] = ""  # nullable from v7 only; Kafka writes it empty before
+    return data
+
+
+async def sync_group(gw, event) -> dict:
+    r = plain(event.request)
+    request = SyncGroupRequest(
+        r["group_id"], r["generation_id"], r["member_id"], r.get("group_instance_id"), r.get("protocol_type"),
+        r.get("protocol_name"), tuple(SyncGroupRequestAssignment(a["member_id"], a["assignment"])
+                                      for a in r["assignments"]))
+    try:
+        # A follower's SyncGroup waits for the leader's assignment.
+        response = await _coordinator_call(gw, request.group_id, "sync_group", request, timeout_s=330)
+    except KafkaError as e:
+        return {"throttle_time": 0, "error_code": e.code, "assignment": b""}
+    return _answer(response)
+
+
+async def heartbeat(gw, event) -> dict:
+    r = plain(event.request)
+    request = HeartbeatRequest(r["group_id"], r["generation_id"], r["member_id"], r.get("group_instance_id"))
+    try:
+        return _answer(await _coordinator_call(gw, request.group_id, "heartbeat", request))
+    except KafkaError as e:
+        return {"throttle_time": 0, "error_code": e.code}
+
+
+async def leave_group(gw, event) -> dict:
+    r = plain(event.request)
+    if event.api_version < 3:
+        members = (MemberIdentity(r["member_id"]),)
+    else:
+        members = tuple(MemberIdentity(m["member_id"], m.get("group_instance_id"), m.get("reason"))
+                        for m in r["members"])
+    request = LeaveGroupRequest(r["group_id"], members)
+    try:
+        return _answer(await _coordinator_call(gw, request.group_id, "leave_group", request))
+    except KafkaError as e:
+        return {"throttle_time": 0, "error_code": e.code, "members": []}
+
+
+# ------------------------------------------------------------------ offsets
+
+async def offset_commit(gw, event) -> dict:
+    r = plain(event.request)
+    topics = tuple(OffsetCommitRequestTopic(t["name"], tuple(
+        OffsetCommitRequestPartition(p["partition_index"], p["committed_offset"], p.get("committed_leader_epoch", -1),
+                                     p["committed_metadata"]) for p in t["partitions"])) for t in r["topics"])
+    request = OffsetCommitRequest(r["group_id"], topics, r["generation_id_or_member_epoch"], r["member_id"],
+                                  r.get("group_instance_id"))
+    try:
+        return _answer(await _coordinator_call(gw, request.group_id, "offset_commit", request))
+    except KafkaError as e:
+        return {"throttle_time": 0, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": e.code}
+                                            for p in t.partitions]} for t in topics]}
+
+
+def _fetch_group(g: dict) -> OffsetFetchRequestGroup:
+    topics = None if g["topics"] is None else tuple(
+        OffsetFetchRequestTopics(t["name"], tuple(t["partition_indexes"])) for t in g["topics"])
+    return OffsetFetchRequestGroup(g["group_id"], topics, g.get("member_id"), g.get("member_epoch", -1))
+
+
+async def offset_fetch(gw, event) -> dict:
+    r = plain(event.request)
+    # Up to v7 one group at the top level; from v8 a list of groups.
+    groups = [r] if event.api_version < 8 else r["groups"]
+    answered = []
+    for g in groups:
+        request = OffsetFetchRequest((_fetch_group(g),), r.get("require_stable", False))
+        try:
+            (group,) = (await _coordinator_call(gw, g["group_id"], "offset_fetch", request)).groups
+            answered.append(dataclasses.asdict(group))
+        except KafkaError as e:
+            answered.append({"group_id": g["group_id"], "topics": [], "error_code": e.code})
+    if event.api_version < 8:
+        (group,) = answered
+        error = group["error_code"]
+        if event.api_version < 2 and error:
+            # v0-1 have no top-level error: each partition carries it.
+            for t in group["topics"]:
+                for p in t["partitions"]:
+                    p["error_code"] = p["error_code"] or error
+        return {"throttle_time": 0, "topics": group["topics"], "error_code": error}
+    return {"throttle_time": 0, "groups": answered}
+
+
+# ------------------------------------------------------------------ admin
+
+async def list_groups(gw, event) -> dict:
+    """Every coordinator's groups (Kafka asks each broker; here each coordinator actor)."""
+    r = plain(event.request)
+    request = ListGroupsRequest(tuple(r.get("states_filter", ())), tuple(r.get("types_filter", ())))
+    groups, error = [], 0
+    for name in naming.every_coordinator(naming.CoordinatorType.GROUP, gw.config):
+        try:
+            response = await gw.call(name, "list_groups", request)
+        except KafkaError as e:
+            error = error or e.code
+            continue
+        error = error or response.error_code
+        groups.extend(dataclasses.asdict(g) for g in response.groups)
+    return {"throttle_time": 0, "error_code": error, "groups": groups}
+
+
+async def describe_groups(gw, event) -> dict:
+    r = plain(event.request)
+    described = []
+    for group_id in r["groups"]:
+        try:
+            response = await _coordinator_call(gw, group_id, "describe_groups", DescribeGroupsRequest((group_id,)))
+            described.extend(dataclasses.asdict(g) for g in response.groups)
+        except KafkaError as e:
+            described.append({"error_code": e.code, "error_message": e.message, "group_id": group_id,
+                              "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})
+    return {"throttle_time": 0, "groups": described}
+
+
+HANDLERS = {
+    10: (0, 6, find_coordinator),
+    11: (4, 9, join_group),
+    14: (0, 5, sync_group),
+    12: (0, 4, heartbeat),
+    13: (0, 5, leave_group),
+    8: (2, 9, offset_commit),
+    9: (1, 9, offset_fetch),
+    16: (0, 5, list_groups),
+    15: (0, 6, describe_groups),
+}

@@ -1,0 +1,135 @@
+"""Bad input on raw sockets: what Kafka closes a connection for closes that connection
+alone, the downgrade answer to a newer ApiVersions comes back, a connection that stalls
+halfway through a request is closed after connections.max.idle.ms, and none of it disturbs
+another client."""
+import socket
+import struct
+
+import pytest
+from kafka import KafkaConsumer
+
+pytestmark = pytest.mark.ray
+
+CLUSTER_CONFIG = {"connections.max.idle.ms": 1500}
+
+
+def connect(bootstrap):
+    host, port = bootstrap.split(":")
+    s = socket.create_connection((host, int(port)), timeout=10)
+    return s
+
+
+def closed_by_peer(s, timeout_s=10) -> bool:
+    s.settimeout(timeout_s)
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def request(api_key, version, correlation_id, body=b"", client_id=b"raw"):
+    header = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+    return header + body
+
+
+def frame(payload):
+    return struct.pack(">i", len(payload)) + payload
+
+
+def healthy(bootstrap):
+    """Another client is served meanwhile."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        return consumer.topics() is not None
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("data", [
+    struct.pack(">i", 100 * 1024 * 1024 + 1),  # over socket.request.max.bytes
+    struct.pack(">i", -1),  # a negative size
+    frame(request(999, 0, 1)),  # an unknown API key
+    frame(request(3, 99, 1)),  # Metadata at a version nobody has
+    frame(request(3, 4, 1, b"\x00\x00\x00\x05\x00")),  # a truncated body
+    frame(b"\x00"),  # shorter than a header
+], ids=["oversized", "negative", "unknown-api", "bad-version", "truncated", "tiny"])
+def test_bad_frames_close_that_connection_only(bootstrap, data):
+    s = connect(bootstrap)
+    try:
+        s.sendall(data)
+        assert closed_by_peer(s)
+    finally:
+        s.close()
+    assert healthy(bootstrap)
+
+
+def test_a_newer_api_versions_gets_the_v0_downgrade_answer(bootstrap):
+    s = connect(bootstrap)
+    try:
+        s.sendall(frame(request(18, 42, 7) + b"\x00garbage"))
+        s.settimeout(10)
+        size = struct.unpack(">i", s.recv(4))[0]
+        body = b""
+        while len(body) < size:
+            body += s.recv(size - len(body))
+        correlation_id, error, count = struct.unpack_from(">ihi", body)
+        assert (correlation_id, error, count) == (7, 35, 1)
+        assert struct.unpack_from(">hhh", body, 10) == (18, 0, 4)
+    finally:
+        s.close()
+
+
+def test_half_a_request_then_silence_is_closed_after_the_idle_time(bootstrap):
+    s = connect(bootstrap)
+    try:
+        s.sendall(frame(request(3, 4, 1, b"\x00\x00\x00\x00\x00"))[:9])
+        assert closed_by_peer(s, timeout_s=20)
+    finally:
+        s.close()
+    assert healthy(bootstrap)
+
+
+def test_a_client_that_vanishes_mid_request_disturbs_nobody(bootstrap):
+    for _ in range(20):
+        s = connect(bootstrap)
+        s.sendall(frame(request(3, 4, 1, b"\x00\x00\x00\x00\x00"))[:7])
+        s.close()
+    assert healthy(bootstrap)
+
+
+def test_a_produced_batch_with_a_bad_crc_is_corrupt_message_and_not_written(cluster, bootstrap):
+    from kafka.protocol.parser import KafkaProtocol
+    from kafka.protocol.producer import ProduceRequest
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    cluster.create_topic("crc", 1)
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+    builder.append(0, timestamp=1, key=b"k", value=b"v", headers=[])
+    batch = bytearray(builder.build())
+    batch[-1] ^= 0xFF
+    P = ProduceRequest[8]
+    client = KafkaProtocol(client_id="raw")
+    client.send_request(P(transactional_id=None, acks=-1, timeout_ms=10000, topic_data=[
+        P.TopicProduceData(name="crc", partition_data=[P.TopicProduceData.PartitionProduceData(
+            index=0, records=bytes(batch))])]))
+    s = connect(bootstrap)
+    try:
+        s.sendall(bytes(client.send_bytes()))
+        s.settimeout(30)
+        responses = []
+        while not responses:
+            data = s.recv(65536)
+            assert data, "the gateway closed the connection"
+            responses = client.receive_bytes(data)
+    finally:
+        s.close()
+    [(_, response)] = responses
+    [topic] = response.responses
+    [partition] = topic.partition_responses
+    assert partition.error_code == 2  # CORRUPT_MESSAGE
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        from kafka import TopicPartition
+        assert consumer.end_offsets([TopicPartition("crc", 0)]) == {TopicPartition("crc", 0): 0}
+    finally:
+        consumer.close()
