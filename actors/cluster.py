@@ -23,7 +23,7 @@ from .config import merged
 from .server.controller import ControllerActor
 from .errors import to_kafka_error
 from .server.partition_leader import PartitionLeaderActor
-from .placement import remote
+from .placement import current_node, remote
 from .retry import ActorDirectory
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,17 @@ def topics_changed(directory: ActorDirectory, config: dict) -> None:
         log.info("telling the group coordinators about topics: %s", to_kafka_error(e))
 
 
+def _check_listeners(config: dict) -> None:
+    """A listener the gateways could not serve is refused before anything is deployed."""
+    from .server.gateway import parse_listeners
+    for key in ("listeners", "advertised.listeners"):
+        if config.get(key):
+            try:
+                parse_listeners(config[key])
+            except ValueError as e:
+                raise KafkaError(Errors.INVALID_CONFIG, f"{key}: {e}") from None
+
+
 class Cluster:
     def __init__(self, namespace: str, deployment: dict, *, owns_ray: bool, owns_data_dir: bool,
                  owns_deployment: bool) -> None:
@@ -151,6 +162,8 @@ class Cluster:
     @classmethod
     def _deploy(cls, namespace: str, data_dir: str, config: dict, *, detached: bool, owns_ray: bool,
                 owns_data_dir: bool) -> "Cluster":
+        if config.get("listeners"):
+            _check_listeners(config)
         os.makedirs(data_dir, exist_ok=True)
         config = {**config, naming.NAMESPACE_KEY: namespace}
         deployment = {"data_dir": data_dir, "config": config, "namespace": namespace, "detached": detached}
@@ -175,12 +188,27 @@ class Cluster:
         for topic in cluster.describe_topics():
             cluster._start_partition_leaders(topic, range(topic.partitions))
         if config.get("listeners"):
-            from .server.gateway import GatewayActor
-            gateway = remote(GatewayActor, naming.gateway(0), namespace, detached, config,
-                             restartable=False).remote(deployment)
-            cluster.directory.keep(naming.gateway(0), gateway)
-            ray.get(gateway.start.remote(), timeout=60)
+            cluster._start_gateways()
         return cluster
+
+    def _start_gateways(self) -> None:
+        """One gateway per live Ray node, pinned there (it goes with its node); broker ids
+        count from this process's node, so a single-node deployment's broker is 0."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from .server.gateway import GatewayActor
+        here = current_node()
+        nodes = sorted((n["NodeID"] for n in ray.nodes() if n["Alive"]), key=lambda n: (n != here, n))
+        refs = []
+        for broker_id, node in enumerate(nodes):
+            name = naming.gateway(broker_id)
+            # Every node gets one, whether or not it has the resources the others ask for.
+            gateway = remote(GatewayActor, name, self.namespace, self.detached, self.config, restartable=False,
+                             strategy=NodeAffinitySchedulingStrategy(node, soft=False), resources=False).remote(
+                self._deployment, broker_id)
+            self.directory.keep(name, gateway)
+            refs.append(gateway.start.remote())
+        ray.get(refs, timeout=60)
 
     # ------------------------------------------------------------------ handles
 
@@ -199,11 +227,14 @@ class Cluster:
 
     @property
     def bootstrap_servers(self) -> str:
-        """host:port of the Kafka gateway, for Kafka clients (config "listeners")."""
+        """host:port of every Kafka gateway (one per node), comma-separated as Kafka clients
+        take them (config "listeners")."""
         if not self.config.get("listeners"):
             raise KafkaError(Errors.INVALID_CONFIG, "no Kafka gateway: the cluster was started without listeners")
-        address = ray.get(self._actor(naming.gateway(0)).start.remote(), timeout=30)
-        return f"{address['host']}:{address['port']}"
+        prefix = naming.gateway(0)[:-1]
+        names = sorted((n for n in self.actors() if n.startswith(prefix)), key=lambda n: int(n[len(prefix):]))
+        addresses = ray.get([self._actor(n).start.remote() for n in names], timeout=30)
+        return ",".join(f"{a['host']}:{a['port']}" for a in addresses)
 
     def partition_leader(self, topic: str, partition: int) -> Any:
         return self._actor(naming.partition_leader(topic, partition))

@@ -61,10 +61,10 @@ def actor_options(config: dict, *, spread: bool = False, strategy=None, resource
 
 
 def remote(cls, name: str, namespace: str, detached: bool, config: dict, restartable: bool = True, *,
-           spread: bool = False, strategy=None):
+           spread: bool = False, strategy=None, resources: bool = True):
     """`cls` as a named actor of the deployment (the one already running under the name, if any)."""
     options = dict(name=name, namespace=namespace, get_if_exists=True,
-                   **actor_options(config, spread=spread, strategy=strategy))
+                   **actor_options(config, spread=spread, strategy=strategy, resources=resources))
     if restartable:
         options["max_restarts"] = -1
     if detached:

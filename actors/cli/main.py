@@ -70,13 +70,19 @@ def cmd_up(args) -> None:
     config = dict(_parse_config(args.config))
     if args.placement:
         config["actor.placement"] = args.placement
+    if args.listeners:
+        config["listeners"] = args.listeners
+    if args.advertised_listeners:
+        config["advertised.listeners"] = args.advertised_listeners
     cluster = Cluster.up(args.data_dir, config, namespace=args.namespace)
     print(f"shoal is up in namespace {args.namespace!r}: {len(cluster.actors())} actors, data in {cluster.data_dir}")
+    if args.listeners:
+        print(f"Kafka clients connect to {cluster.bootstrap_servers}")
 
 
 def cmd_status(args) -> None:
     cluster = _connect(args)
-    emit(args, cluster.status(), ["actor", "state", "pid", "error"])
+    emit(args, cluster.status(), ["actor", "state", "pid", "address", "error"])
 
 
 def cmd_down(args) -> None:
@@ -214,6 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--config", action="append", metavar="KEY=VALUE", help="a cluster config (repeatable)")
     up.add_argument("--placement", choices=PLACEMENTS,
                     help="spread: coordinators and partition leaders over the nodes (actor.placement)")
+    up.add_argument("--listeners", metavar="PLAINTEXT://HOST:PORT",
+                    help="serve Kafka clients: a gateway on every node (Kafka's listeners; port 0 picks one)")
+    up.add_argument("--advertised-listeners", metavar="PLAINTEXT://HOST:PORT",
+                    help="what Metadata tells Kafka clients, when they reach the gateways by another address")
     up.set_defaults(func=cmd_up)
     sub.add_parser("status", help="list the deployment's actors and their state").set_defaults(func=cmd_status)
     sub.add_parser("down", help="remove the deployment's actors (keeps the data)").set_defaults(func=cmd_down)

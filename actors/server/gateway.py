@@ -5,8 +5,8 @@ It is a translator, not a second broker: runtime.wire decides everything about t
 (frames, headers, versions, what closes a connection) and this shell only reads, writes and
 turns each request into calls on the actors shoal's own clients use (the controller,
 partition leaders, group and transaction coordinators), in actors/server/gateway_data.py and
-actors/server/gateway_groups.py. The gateway presents itself as the one broker of the cluster,
-node 0, at the address of its listener.
+actors/server/gateway_groups.py. There is one gateway per Ray node, each a broker to Kafka
+clients (actors/server/gateway_brokers.py says which serves what).
 
 Requests of one connection are served concurrently and answered in their order (the codec
 holds an early answer back), so a client's pipelined requests do not wait for a long poll
@@ -28,6 +28,7 @@ from runtime.wire.frames import SOCKET_REQUEST_MAX_BYTES
 from runtime.wire.versions import api_versions_response, response_class
 
 from . import gateway_data, gateway_groups
+from .gateway_brokers import Brokers
 from ..errors import to_kafka_error
 from ..retry import ActorDirectory
 
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 
 # Kafka's connections.max.idle.ms default.
 CONNECTIONS_MAX_IDLE_MS = 600000
-NODE_ID = 0
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,12 @@ VERSIONS = {api_key: (low, high) for api_key, (low, high, _) in HANDLERS.items()
 
 
 class GatewayActor:
-    def __init__(self, deployment: dict) -> None:
+    def __init__(self, deployment: dict, node_id: int = 0) -> None:
+        """`node_id`: the broker id Kafka clients know this gateway by."""
+        import ray
+        self.node_id = node_id
+        self.ray_node = ray.get_runtime_context().get_node_id()
+        self._node_ip = ray.util.get_node_ip_address()
         self.deployment = dict(deployment)
         self.config: dict = self.deployment["config"]
         self.namespace: str = self.deployment["namespace"]
@@ -86,6 +91,7 @@ class GatewayActor:
         self._connections = 0
         self._idle_s = int(self.config.get("connections.max.idle.ms", CONNECTIONS_MAX_IDLE_MS)) / 1000
         self._max_request_bytes = int(self.config.get("socket.request.max.bytes", SOCKET_REQUEST_MAX_BYTES))
+        self.brokers = Brokers(self.namespace, self.directory, self.broker)
 
     async def start(self) -> dict:
         """Bind the listener (port 0: an ephemeral port) and serve; returns the address."""
@@ -95,14 +101,21 @@ class GatewayActor:
         return self.address()
 
     def address(self) -> dict:
-        """What Metadata and FindCoordinator tell clients: advertised.listeners if set,
-        else the bound listener (its wildcard host replaced by loopback)."""
+        """What Metadata and FindCoordinator tell clients: advertised.listeners if set, else
+        the bound listener. Every node's gateway shares the config, so an empty or wildcard
+        host stands for this node's address, and port 0 for the port bound."""
+        host, port = self.host, self.port
         advertised = self.config.get("advertised.listeners")
         if advertised:
             a = parse_listeners(advertised)[0]
-            return {"node_id": NODE_ID, "host": a.host, "port": a.port}
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
-        return {"node_id": NODE_ID, "host": host, "port": self.port}
+            host, port = a.host, a.port or self.port
+        if host in ("0.0.0.0", "::"):
+            host = self._node_ip
+        return {"node_id": self.node_id, "host": host, "port": port}
+
+    def broker(self) -> dict:
+        """This gateway as a broker of Metadata, with the Ray node it runs on."""
+        return {**self.address(), "rack": None, "ray_node": self.ray_node}
 
     async def ready(self) -> dict:
         return await self.status()
@@ -110,7 +123,8 @@ class GatewayActor:
     async def status(self) -> dict:
         a = self.address()
         return {"name": f"gateway {a['host']}:{a['port']}", "state": "active" if self._server else "initial",
-                "error": None, "connections": self._connections, "pid": os.getpid()}
+                "error": None, "connections": self._connections, "pid": os.getpid(),
+                "address": f"{a['host']}:{a['port']}", "broker_id": self.node_id, "node_id": self.ray_node}
 
     # ------------------------------------------------------------------ calls on actors
 

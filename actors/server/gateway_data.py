@@ -45,18 +45,25 @@ async def metadata(gw, event) -> dict:
     else:
         wanted = None
     response = await gw.call(naming.CONTROLLER, "metadata", MetadataRequest(wanted))
-    broker = gw.address()
+    brokers = await gw.brokers.all()
+    controller = await gw.brokers.for_actor(naming.CONTROLLER)
+    leaders = await asyncio.gather(*(gw.brokers.for_actor(naming.partition_leader(t.name, p.partition_index))
+                                     for t in response.topics for p in t.partitions))
+    leader_ids = iter(b["node_id"] for b in leaders)
+
+    def partition(p) -> dict:
+        leader = next(leader_ids)
+        return {"error_code": p.error_code, "partition_index": p.partition_index, "leader_id": leader,
+                "leader_epoch": 0, "replica_nodes": [leader], "isr_nodes": [leader], "offline_replicas": []}
+
     return {
-        "throttle_time": 0, "cluster_id": gw.namespace, "controller_id": broker["node_id"],
-        "brokers": [{**broker, "rack": None}],
+        "throttle_time": 0, "cluster_id": gw.namespace, "controller_id": controller["node_id"],
+        "brokers": [{k: b[k] for k in ("node_id", "host", "port", "rack")} for b in brokers],
         "cluster_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS,
         "topics": [{
             "error_code": t.error_code, "name": t.name, "topic_id": t.topic_id or "00000000-0000-0000-0000-000000000000",
             "is_internal": False, "topic_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS,
-            "partitions": [{
-                "error_code": p.error_code, "partition_index": p.partition_index, "leader_id": broker["node_id"],
-                "leader_epoch": 0, "replica_nodes": [broker["node_id"]], "isr_nodes": [broker["node_id"]],
-                "offline_replicas": []} for p in t.partitions],
+            "partitions": [partition(p) for p in t.partitions],
         } for t in response.topics],
     }
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from runtime.errors import KafkaError
+from runtime.errors import Errors, KafkaError
 from runtime.messages.group import (DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse, LeaveGroupRequest,
                                     MemberIdentity, OffsetCommitRequest, OffsetCommitRequestPartition,
                                     OffsetCommitRequestTopic, OffsetFetchRequest, OffsetFetchRequestGroup,
@@ -39,12 +39,24 @@ async def _coordinator_call(gw, group_id: str, method: str, request, *args, time
 # ------------------------------------------------------------------ FindCoordinator
 
 async def find_coordinator(gw, event) -> dict:
+    """The gateway on the node of the key's coordinator actor (see gateway_brokers)."""
     request = plain(event.request)
-    broker = gw.address()
+    keys = [request["key"]] if event.api_version < 4 else request["coordinator_keys"]
+    coordinators = []
+    for key in keys:
+        try:
+            key_type = naming.CoordinatorType(request.get("key_type", 0))
+            broker = await gw.brokers.for_actor(naming.find_coordinator(key_type, key, gw.config))
+            found = {"node_id": broker["node_id"], "host": broker["host"], "port": broker["port"],
+                     "error_code": 0, "error_message": None}
+        except ValueError:
+            found = {"node_id": -1, "host": "", "port": -1, "error_code": Errors.INVALID_REQUEST.code,
+                     "error_message": f"unknown coordinator key type {request.get('key_type')}"}
+        coordinators.append({"key": key, **found})
     if event.api_version < 4:
-        return {"throttle_time": 0, "error_code": 0, "error_message": None, **broker}
-    return {"throttle_time": 0, "coordinators": [
-        {"key": key, **broker, "error_code": 0, "error_message": None} for key in request["coordinator_keys"]]}
+        (found,) = coordinators
+        return {"throttle_time": 0, **{k: v for k, v in found.items() if k != "key"}}
+    return {"throttle_time": 0, "coordinators": coordinators}
 
 
 # ------------------------------------------------------------------ the classic group protocol
