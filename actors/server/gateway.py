@@ -27,8 +27,11 @@ from runtime.wire.entities import build, error_response
 from runtime.wire.frames import SOCKET_REQUEST_MAX_BYTES
 from runtime.wire.versions import api_versions_response, response_class
 
-from . import gateway_data, gateway_groups
+from runtime.share.sessions import MAX_SHARE_SESSIONS, ShareSessionCache
+
+from . import gateway_data, gateway_groups, gateway_share
 from .gateway_brokers import Brokers
+from .topic_ids import TopicIds
 from ..errors import to_kafka_error
 from ..retry import ActorDirectory
 
@@ -70,6 +73,7 @@ HANDLERS: dict[int, tuple[int, int, Handler]] = {
     18: (0, 4, None),  # ApiVersions: answered here from this table
     **gateway_data.HANDLERS,
     **gateway_groups.HANDLERS,
+    **gateway_share.HANDLERS,
 }
 VERSIONS = {api_key: (low, high) for api_key, (low, high, _) in HANDLERS.items()}
 
@@ -92,6 +96,10 @@ class GatewayActor:
         self._idle_s = int(self.config.get("connections.max.idle.ms", CONNECTIONS_MAX_IDLE_MS)) / 1000
         self._max_request_bytes = int(self.config.get("socket.request.max.bytes", SOCKET_REQUEST_MAX_BYTES))
         self.brokers = Brokers(self.namespace, self.directory, self.broker)
+        self.topic_ids = TopicIds(self.call)
+        self.share_sessions = ShareSessionCache(int(self.config.get("group.share.max.share.sessions",
+                                                                    MAX_SHARE_SESSIONS)))
+        self._tasks: set[asyncio.Task] = set()
 
     async def start(self) -> dict:
         """Bind the listener (port 0: an ephemeral port) and serve; returns the address."""
@@ -141,6 +149,12 @@ class GatewayActor:
             self.directory.forget(name)
             raise to_kafka_error(e) from None
 
+    def spawn(self, coro) -> None:
+        """Work that outlives the request or connection that started it."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     # ------------------------------------------------------------------ connections
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -148,6 +162,7 @@ class GatewayActor:
         conn = ServerConnection(VERSIONS, self._max_request_bytes)
         tasks: set[asyncio.Task] = set()
         peer = writer.get_extra_info("peername")
+        gateway_share.CONNECTION.set(conn)  # the requests' tasks below inherit it
         try:
             while True:
                 try:
@@ -171,6 +186,7 @@ class GatewayActor:
             for task in tasks:
                 task.cancel()
             writer.close()
+            gateway_share.connection_closed(self, conn)
 
     async def _answer(self, conn: ServerConnection, event: RequestReceived, writer: asyncio.StreamWriter) -> None:
         response = await self._respond(event)

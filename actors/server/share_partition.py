@@ -337,6 +337,12 @@ class SharePartitionActor:
         """The member left or was fenced: what it holds is available again, and its later
         requests are refused until the group has it again. The error code."""
         self._members.release(member_id)
+        return await self.release_session(member_id)
+
+    async def release_session(self, member_id: str) -> int:
+        """The member's share session ended (closed, replaced, or its connection gone), the
+        member still in the group: what it holds is available again, as Kafka releases a
+        closed session's records. The error code."""
         if self._idle.exiting:
             return Errors.COORDINATOR_NOT_AVAILABLE.code
         with self._idle.call():

@@ -1,0 +1,287 @@
+"""The gateway's share-group APIs (KIP-932): ShareGroupHeartbeat and ShareGroupDescribe on the
+group coordinator; ShareFetch and ShareAcknowledge through share sessions
+(runtime.share.sessions) on the SharePartition actors, which stay the single owners of
+in-flight records, so a Kafka share consumer and a shoal one in the same group never hold a
+record at once.
+
+Kafka names topics by id on these APIs and shoal's actors by name: the gateway translates
+(actors/server/topic_ids.py). A ShareFetch acknowledges what it carries and acquires at once
+on every partition of the session; when none has records it waits, up to max_wait, on all of
+them and answers when every one has (each SharePartition answers as soon as it acquires,
+so records are never acquired for an answer that already left). When a session ends (closed,
+replaced, or its connection gone) the records its member holds there are released, as Kafka
+does.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+
+from runtime.errors import Errors, KafkaError
+from runtime.messages.share import (AcknowledgementBatch, AcknowledgePartition, AcknowledgeTopic,
+                                    ShareAcknowledgeRequest, ShareFetchRequest, ShareFetchRequestPartition,
+                                    ShareFetchRequestTopic)
+from runtime.messages.share_group import ShareGroupDescribeRequest, ShareGroupHeartbeatRequest
+from runtime.share.sessions import ShareSession
+from runtime.wire.entities import plain
+from runtime.wire.storage import fetched_records
+
+from .. import naming
+from ..retry import ActorNotFound
+from .gateway_data import UNKNOWN_AUTHORIZED_OPERATIONS
+
+log = logging.getLogger(__name__)
+
+# The connection a request came on (set by the gateway per connection): share sessions end
+# with their connection.
+CONNECTION: contextvars.ContextVar = contextvars.ContextVar("connection", default=None)
+
+
+def _group_coordinator(gw, group_id: str) -> str:
+    return naming.find_coordinator(naming.CoordinatorType.GROUP, group_id, gw.config)
+
+
+# ------------------------------------------------------------------ membership
+
+async def share_group_heartbeat(gw, event) -> dict:
+    r = plain(event.request)
+    topics = r["subscribed_topic_names"]
+    request = ShareGroupHeartbeatRequest(r["group_id"], r["member_id"], r["member_epoch"], r.get("rack_id"),
+                                         None if topics is None else tuple(topics))
+    try:
+        response = await gw.call(_group_coordinator(gw, request.group_id), "share_group_heartbeat", request,
+                                 event.client_id or "", "")
+    except KafkaError as e:
+        return {"throttle_time": 0, "error_code": e.code, "error_message": e.message, "member_id": None,
+                "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
+    if request.member_epoch == -1 and not response.error_code:
+        # A member that leaves gives back what it holds, wherever its session fetched.
+        session = gw.share_sessions.get(request.group_id, request.member_id)
+        if session is not None:
+            gw.share_sessions.connection_closed(session.connection)
+            await _release(gw, session, "release_member")
+    assignment = None
+    if response.assignment is not None:
+        parts = response.assignment.topic_partitions
+        ids = await gw.topic_ids.ids([t.topic_name for t in parts])
+        assignment = {"topic_partitions": [{"topic_id": ids[t.topic_name], "partitions": list(t.partitions)}
+                                           for t in parts if t.topic_name in ids]}
+    return {"throttle_time": 0, "error_code": response.error_code, "error_message": response.error_message,
+            "member_id": response.member_id, "member_epoch": response.member_epoch,
+            "heartbeat_interval": response.heartbeat_interval_ms, "assignment": assignment}
+
+
+async def share_group_describe(gw, event) -> dict:
+    r = plain(event.request)
+    described = []
+    for group_id in r["group_ids"]:
+        try:
+            (g,) = (await gw.call(_group_coordinator(gw, group_id), "share_group_describe",
+                                  ShareGroupDescribeRequest((group_id,)))).groups
+        except KafkaError as e:
+            described.append({"error_code": e.code, "error_message": e.message, "group_id": group_id,
+                              "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+                              "members": [], "authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS})
+            continue
+        names = {t.topic_name for m in g.members for t in m.assignment.topic_partitions}
+        ids = await gw.topic_ids.ids(sorted(names))
+        described.append({
+            "error_code": g.error_code, "error_message": g.error_message, "group_id": g.group_id,
+            "group_state": g.group_state, "group_epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch,
+            "assignor_name": g.assignor_name, "authorized_operations": g.authorized_operations,
+            "members": [{
+                "member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+                "client_id": m.client_id, "client_host": m.client_host,
+                "subscribed_topic_names": list(m.subscribed_topic_names),
+                "assignment": {"topic_partitions": [
+                    {"topic_id": ids[t.topic_name], "topic_name": t.topic_name, "partitions": list(t.partitions)}
+                    for t in m.assignment.topic_partitions if t.topic_name in ids]},
+            } for m in g.members]})
+    return {"throttle_time": 0, "groups": described}
+
+
+# ------------------------------------------------------------------ SharePartition calls
+
+async def _sp_call(gw, group_id: str, topic: str, topic_id: str, partition: int, method: str, *args,
+                   timeout_s: float = 30.0):
+    """A call on the group's SharePartition of the partition, which the controller creates
+    on the first one, as for shoal's own share consumers."""
+    name = naming.share_partition(group_id, topic, partition)
+    try:
+        return await gw.call(name, method, *args, timeout_s=timeout_s)
+    except ActorNotFound:
+        await gw.call(naming.CONTROLLER, "ensure_share_partition", group_id, topic, topic_id, partition)
+        return await gw.call(name, method, *args, timeout_s=timeout_s)
+
+
+async def _release(gw, session: ShareSession, method: str = "release_session") -> None:
+    """What the member holds on the session's partitions is available again."""
+    names = await gw.topic_ids.names([tid for tid, _ in session.partitions])
+
+    async def one(tid: str, p: int) -> None:
+        if tid not in names:
+            return
+        try:
+            await gw.call(naming.share_partition(session.group_id, names[tid], p), method, session.member_id)
+        except KafkaError as e:  # not created yet, or away: it holds nothing for the member, or reloads
+            log.info("releasing %s-%d of %s: %s", names[tid], p, session.member_id, e)
+    await asyncio.gather(*(one(tid, p) for tid, p in session.partitions))
+
+
+def _batches(p: dict) -> tuple[AcknowledgementBatch, ...]:
+    return tuple(AcknowledgementBatch(b["first_offset"], b["last_offset"], tuple(b["acknowledge_types"]))
+                 for b in p["acknowledgement_batches"])
+
+
+def connection_closed(gw, connection) -> None:
+    """The sessions of a closed connection end; their records are released."""
+    for session in gw.share_sessions.connection_closed(connection):
+        gw.spawn(_release(gw, session))
+
+
+# ------------------------------------------------------------------ ShareFetch
+
+def _fetch_error(e: KafkaError) -> dict:
+    return {"throttle_time": 0, "error_code": e.code, "error_message": e.message, "acquisition_lock_timeout": 0,
+            "responses": [], "node_endpoints": []}
+
+
+async def share_fetch(gw, event) -> dict:
+    r = plain(event.request)
+    group_id, member_id, epoch = r["group_id"], r["member_id"], r["share_session_epoch"]
+    listed = {(t["topic_id"], p["partition_index"]): _batches(p) for t in r["topics"] for p in t["partitions"]}
+    forgotten = [(t["topic_id"], p) for t in r["forgotten_topics_data"] for p in t["partitions"]]
+    try:
+        fetching, ended = gw.share_sessions.fetch(group_id, member_id, epoch, CONNECTION.get(), listed, forgotten,
+                                                  any(listed.values()))
+    except KafkaError as e:
+        return _fetch_error(e)
+    names = await gw.topic_ids.names(sorted({tid for tid, _ in (*listed, *fetching)}))
+    template = dict(group_id=group_id, member_id=member_id, share_session_epoch=epoch, min_bytes=r["min_bytes"],
+                    max_bytes=r["max_bytes"], max_records=r["max_records"], batch_size=r["batch_size"],
+                    is_renew_ack=bool(r.get("is_renew_ack", False)))
+    if "share_acquire_mode" in r:
+        template["share_acquire_mode"] = r["share_acquire_mode"]
+    results: dict[tuple[str, int], dict] = {}
+
+    async def one(tid: str, p: int, acks: tuple, wait_ms: int, acquire: bool) -> None:
+        out = results.setdefault((tid, p), {"partition_index": p, "error_code": 0, "error_message": None,
+                                            "acknowledge_error_code": 0, "acknowledge_error_message": None,
+                                            "current_leader": {"leader_id": -1, "leader_epoch": -1},
+                                            "records": None, "acquired_records": [], "lock_ms": 0})
+        if tid not in names:
+            out["error_code"] = Errors.UNKNOWN_TOPIC_ID.code
+            return
+        topic = names[tid]
+        try:
+            if acquire:
+                request = ShareFetchRequest(**template, max_wait_ms=wait_ms, topics=(
+                    ShareFetchRequestTopic(tid, (ShareFetchRequestPartition(p, acks),)),))
+                response = await _sp_call(gw, group_id, topic, tid, p, "share_fetch", request,
+                                          timeout_s=wait_ms / 1000 + 30)
+            else:
+                request = ShareAcknowledgeRequest(group_id, member_id, epoch, template["is_renew_ack"], (
+                    AcknowledgeTopic(tid, (AcknowledgePartition(p, acks),)),))
+                response = await _sp_call(gw, group_id, topic, tid, p, "share_acknowledge", request)
+        except KafkaError as e:
+            out["error_code"] = e.code
+            out["error_message"] = e.message
+            return
+        if response.error_code:  # the member refused as a whole (UNKNOWN_MEMBER_ID)
+            out["error_code"], out["error_message"] = response.error_code, response.error_message
+            if acks:
+                out["acknowledge_error_code"] = response.error_code
+            return
+        (got,) = response.responses[0].partitions
+        out["lock_ms"] = max(out["lock_ms"], response.acquisition_lock_timeout_ms)
+        if not acquire:
+            out["error_code"], out["error_message"] = got.error_code, got.error_message
+            return
+        out["error_code"], out["error_message"] = got.error_code, got.error_message
+        if acks:
+            out["acknowledge_error_code"] = got.acknowledge_error_code
+            out["acknowledge_error_message"] = got.acknowledge_error_message
+        if got.acquired_records:
+            out["acquired_records"] = [{"first_offset": a.first_offset, "last_offset": a.last_offset,
+                                        "delivery_count": a.delivery_count} for a in got.acquired_records]
+            out["records"] = b"".join(fetched_records(b) for b in got.records or ())
+
+    deadline = time.monotonic() + r["max_wait"] / 1000
+    # Acknowledgements first, with the first pass that does not wait; partitions outside the
+    # session (forgotten, or a closing fetch) only acknowledge.
+    await asyncio.gather(*(one(tid, p, acks, 0, (tid, p) in fetching) for (tid, p), acks in listed.items()),
+                         *(one(tid, p, (), 0, True) for tid, p in fetching if (tid, p) not in listed))
+    remaining_ms = int((deadline - time.monotonic()) * 1000)
+    if (fetching and remaining_ms > 0 and not any(results[k]["acquired_records"] for k in fetching)
+            and not any(results[k]["error_code"] for k in fetching)):
+        await asyncio.gather(*(one(tid, p, (), remaining_ms, True) for tid, p in fetching))
+    if ended is not None:
+        await _release(gw, ended)
+    return _fetch_response(gw, results)
+
+
+def _fetch_response(gw, results: dict) -> dict:
+    me = gw.address()["node_id"]
+    by_topic: dict[str, list] = {}
+    lock_ms = 0
+    for (tid, _), out in sorted(results.items()):
+        lock_ms = max(lock_ms, out.pop("lock_ms"))
+        out["current_leader"] = {"leader_id": me, "leader_epoch": 0}
+        by_topic.setdefault(tid, []).append(out)
+    return {"throttle_time": 0, "error_code": 0, "error_message": None, "acquisition_lock_timeout": lock_ms,
+            "responses": [{"topic_id": tid, "partitions": parts} for tid, parts in by_topic.items()],
+            "node_endpoints": []}
+
+
+# ------------------------------------------------------------------ ShareAcknowledge
+
+async def share_acknowledge(gw, event) -> dict:
+    r = plain(event.request)
+    group_id, member_id, epoch = r["group_id"], r["member_id"], r["share_session_epoch"]
+    try:
+        ended = gw.share_sessions.acknowledge(group_id, member_id, epoch, CONNECTION.get())
+    except KafkaError as e:
+        return {"throttle_time": 0, "error_code": e.code, "error_message": e.message, "responses": [],
+                "node_endpoints": [], "acquisition_lock_timeout": 0}
+    listed = {(t["topic_id"], p["partition_index"]): _batches(p) for t in r["topics"] for p in t["partitions"]}
+    names = await gw.topic_ids.names(sorted({tid for tid, _ in listed}))
+    is_renew = bool(r.get("is_renew_ack", False))
+    lock_ms = 0
+
+    async def one(tid: str, p: int, acks: tuple) -> dict:
+        nonlocal lock_ms
+        out = {"partition_index": p, "error_code": 0, "error_message": None,
+               "current_leader": {"leader_id": gw.address()["node_id"], "leader_epoch": 0}}
+        if tid not in names:
+            return {**out, "error_code": Errors.UNKNOWN_TOPIC_ID.code}
+        request = ShareAcknowledgeRequest(group_id, member_id, epoch, is_renew,
+                                          (AcknowledgeTopic(tid, (AcknowledgePartition(p, acks),)),))
+        try:
+            response = await _sp_call(gw, group_id, names[tid], tid, p, "share_acknowledge", request)
+        except KafkaError as e:
+            return {**out, "error_code": e.code, "error_message": e.message}
+        if response.error_code:
+            return {**out, "error_code": response.error_code, "error_message": response.error_message}
+        lock_ms = max(lock_ms, response.acquisition_lock_timeout_ms)
+        (got,) = response.responses[0].partitions
+        return {**out, "error_code": got.error_code, "error_message": got.error_message}
+
+    answered = await asyncio.gather(*(one(tid, p, acks) for (tid, p), acks in listed.items()))
+    if ended is not None:
+        await _release(gw, ended)
+    by_topic: dict[str, list] = {}
+    for (tid, _), out in zip(listed, answered):
+        by_topic.setdefault(tid, []).append(out)
+    return {"throttle_time": 0, "error_code": 0, "error_message": None, "acquisition_lock_timeout": lock_ms,
+            "responses": [{"topic_id": tid, "partitions": parts} for tid, parts in by_topic.items()],
+            "node_endpoints": []}
+
+
+HANDLERS = {
+    76: (1, 1, share_group_heartbeat),
+    77: (1, 1, share_group_describe),
+    78: (1, 2, share_fetch),
+    79: (1, 2, share_acknowledge),
+}

@@ -1,0 +1,139 @@
+"""confluent-kafka 2.16's ShareConsumer (librdkafka's KIP-932 client), unmodified, against the
+gateway: share sessions, explicit and implicit acknowledgement, RELEASE and REJECT, a closed
+consumer's records back for the others, and a Kafka and a shoal share consumer in one group."""
+import ray
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+
+from actors import naming
+from tests.conftest import wait_until
+
+CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.heartbeat.interval.ms": 500,
+                  "group.share.min.heartbeat.interval.ms": 100}
+
+
+def produce(bootstrap, topic, count, partitions=1):
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(count):
+        p.produce(topic, value=f"v{i}".encode(), key=f"k{i}".encode(), partition=i % partitions)
+    assert p.flush(30) == 0
+
+
+def share_consumer(bootstrap, group, mode="explicit"):
+    c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": mode})
+    return c
+
+
+def poll_until(consumer, count, acknowledge=None, timeout_s=60):
+    got = []
+
+    def step():
+        for m in consumer.poll(0.5):
+            assert m.error() is None, m.error()
+            got.append(m)
+            if acknowledge is not None:
+                consumer.acknowledge(m, acknowledge)
+        return len(got) >= count
+    wait_until(step, timeout_s=timeout_s, interval_s=0, message=f"{count} records")
+    return got
+
+
+def states(cluster, group, topic, partition=0):
+    sp = ray.get_actor(naming.share_partition(group, topic, partition), namespace=cluster.namespace)
+    return ray.get(sp.record_states.remote())
+
+
+def test_explicit_acknowledgement_accepts_every_record(cluster, bootstrap):
+    cluster.create_topic("sq1", 1)
+    produce(bootstrap, "sq1", 10)
+    c = share_consumer(bootstrap, "sg1")
+    try:
+        c.subscribe(["sq1"])
+        got = poll_until(c, 10, AcknowledgeType.ACCEPT)
+        assert sorted(m.value() for m in got) == sorted(f"v{i}".encode() for i in range(10))
+        assert {m.key() for m in got} == {f"k{i}".encode() for i in range(10)}
+        outcome = c.commit_sync(30)
+        assert outcome and all(v is None for v in outcome.values())
+    finally:
+        c.close()
+    assert states(cluster, "sg1", "sq1")["start_offset"] == 10  # all acknowledged: the start moved past them
+
+
+def test_release_redelivers_and_reject_never_again(cluster, bootstrap):
+    cluster.create_topic("sq2", 1)
+    produce(bootstrap, "sq2", 2)
+    c = share_consumer(bootstrap, "sg2")
+    try:
+        c.subscribe(["sq2"])
+        first = poll_until(c, 2)
+        by_offset = {m.offset(): m for m in first}
+        c.acknowledge(by_offset[0], AcknowledgeType.RELEASE)
+        c.acknowledge(by_offset[1], AcknowledgeType.REJECT)
+        assert all(v is None for v in c.commit_sync(30).values())
+        (again,) = poll_until(c, 1, AcknowledgeType.ACCEPT)
+        assert again.offset() == 0 and again.value() == b"v0"
+        assert all(v is None for v in c.commit_sync(30).values())
+        s = states(cluster, "sg2", "sq2")
+        assert s["start_offset"] == 2  # 0 accepted on its second delivery, 1 archived
+    finally:
+        c.close()
+
+
+def test_implicit_mode_accepts_on_the_next_poll(cluster, bootstrap):
+    cluster.create_topic("sq3", 1)
+    produce(bootstrap, "sq3", 5)
+    c = share_consumer(bootstrap, "sg3", mode="implicit")
+    try:
+        c.subscribe(["sq3"])
+        poll_until(c, 5)
+        wait_until(lambda: not c.poll(0.2) and states(cluster, "sg3", "sq3")["start_offset"] == 5,
+                   timeout_s=30, interval_s=0, message="the records accepted")
+    finally:
+        c.close()
+
+
+def test_a_closed_consumers_records_go_to_another(cluster, bootstrap):
+    cluster.create_topic("sq4", 1)
+    produce(bootstrap, "sq4", 4)
+    first = share_consumer(bootstrap, "sg4")
+    first.subscribe(["sq4"])
+    held = poll_until(first, 4)
+    assert len(held) == 4
+    # Closed without acknowledging: in explicit mode nothing was accepted, so the session's
+    # end releases them and another member gets them at once, long before their locks end.
+    first.close()
+    second = share_consumer(bootstrap, "sg4")
+    try:
+        second.subscribe(["sq4"])
+        again = poll_until(second, 4, AcknowledgeType.ACCEPT, timeout_s=20)
+        assert sorted(m.offset() for m in again) == [0, 1, 2, 3]
+        assert all(v is None for v in second.commit_sync(30).values())
+    finally:
+        second.close()
+
+
+def test_a_kafka_and_a_shoal_share_consumer_split_a_queue(cluster, bootstrap):
+    cluster.create_topic("sq5", 2)
+    produce(bootstrap, "sq5", 40, partitions=2)
+    kafka = share_consumer(bootstrap, "sg5")
+    shoal = cluster.share_consumer("sg5", share_acknowledgement_mode="explicit", fetch_max_wait_ms=100)
+    seen = []
+    try:
+        kafka.subscribe(["sq5"])
+        shoal.subscribe("sq5")
+
+        def step():
+            for m in kafka.poll(0.2):
+                seen.append(("kafka", m.partition(), m.offset()))
+                kafka.acknowledge(m, AcknowledgeType.ACCEPT)
+            for r in shoal.poll(0.2):
+                seen.append(("shoal", r.partition, r.offset))
+                shoal.acknowledge(r)
+            kafka.commit_sync(30)
+            shoal.commit_sync()
+            return len({(p, o) for _, p, o in seen}) >= 40
+        wait_until(step, timeout_s=90, interval_s=0, message="40 records")
+    finally:
+        kafka.close()
+        shoal.close()
+    # Each record went to one member once: no record was held by both.
+    assert len(seen) == len({(p, o) for _, p, o in seen}) == 40
