@@ -170,7 +170,7 @@ async def share_fetch(gw, event) -> dict:
         out = results.setdefault((tid, p), {"partition_index": p, "error_code": 0, "error_message": None,
                                             "acknowledge_error_code": 0, "acknowledge_error_message": None,
                                             "current_leader": {"leader_id": -1, "leader_epoch": -1},
-                                            "records": None, "acquired_records": [], "lock_ms": 0})
+                                            "records": b"", "acquired_records": [], "lock_ms": 0})
         if tid not in names:
             out["error_code"] = Errors.UNKNOWN_TOPIC_ID.code
             return

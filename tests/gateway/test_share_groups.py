@@ -137,3 +137,104 @@ def test_a_kafka_and_a_shoal_share_consumer_split_a_queue(cluster, bootstrap):
         shoal.close()
     # Each record went to one member once: no record was held by both.
     assert len(seen) == len({(p, o) for _, p, o in seen}) == 40
+
+
+# ------------------------------------------------------------------ on the wire
+
+def share_request(bootstrap, request_cls, data):
+    """One request built with kio over a fresh socket; the decoded response."""
+    import io
+    import socket
+    import struct
+
+    from kio.serial import entity_reader, entity_writer
+    from kio.static.primitive import i16, i32
+
+    from runtime.wire.entities import build, plain
+    from runtime.wire.versions import response_class
+    header_cls = request_cls.__header_schema__
+    buf = io.BytesIO()
+    entity_writer(header_cls)(buf, header_cls(request_api_key=i16(request_cls.__api_key__),
+                                             request_api_version=i16(request_cls.__version__),
+                                             correlation_id=i32(7), client_id="raw"))
+    entity_writer(request_cls)(buf, build(request_cls, data))
+    payload = buf.getvalue()
+    host, port = bootstrap.split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            chunk = s.recv(1 << 16)
+            assert chunk, "the gateway closed the connection"
+            data += chunk
+    cls = response_class(request_cls.__api_key__, request_cls.__version__)
+    _, offset = entity_reader(cls.__header_schema__)(memoryview(data[4:]), 0)
+    response, _ = entity_reader(cls)(memoryview(data[4:]), offset)
+    return plain(response)
+
+
+def test_share_session_errors_on_the_wire_change_nothing(cluster, bootstrap):
+    from kio.schema.share_acknowledge.v1.request import ShareAcknowledgeRequest
+    from kio.schema.share_fetch.v1.request import ShareFetchRequest
+
+    from runtime.errors import Errors
+    cluster.create_topic("sq6", 1)
+    produce(bootstrap, "sq6", 1)
+    fetch = dict(group_id="sg6", member_id="m-raw", max_wait=0, min_bytes=1, max_bytes=1 << 20, max_records=10,
+                 batch_size=10, topics=[], forgotten_topics_data=[])
+    # No session for an incremental fetch or acknowledgement; a ShareAcknowledge cannot open one.
+    assert share_request(bootstrap, ShareFetchRequest, {**fetch, "share_session_epoch": 1})["error_code"] == \
+        Errors.SHARE_SESSION_NOT_FOUND.code
+    ack = dict(group_id="sg6", member_id="m-raw", topics=[])
+    assert share_request(bootstrap, ShareAcknowledgeRequest, {**ack, "share_session_epoch": 3})["error_code"] == \
+        Errors.SHARE_SESSION_NOT_FOUND.code
+    assert share_request(bootstrap, ShareAcknowledgeRequest, {**ack, "share_session_epoch": 0})["error_code"] == \
+        Errors.INVALID_SHARE_SESSION_EPOCH.code
+    # A member the group does not have opens a session but acquires nothing.
+    topic_id = cluster.describe_topics(["sq6"])[0].topic_id
+    opened = share_request(bootstrap, ShareFetchRequest, {**fetch, "share_session_epoch": 0, "topics": [
+        {"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}]})
+    (part,) = opened["responses"][0]["partitions"]
+    assert part["error_code"] == Errors.UNKNOWN_MEMBER_ID.code and not part["acquired_records"]
+
+
+HOLDER = """
+import sys, time
+from confluent_kafka import ShareConsumer
+c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                   "share.acknowledgement.mode": "explicit"})
+c.subscribe([sys.argv[3]])
+held = 0
+while held < int(sys.argv[4]):
+    held += len([m for m in c.poll(0.5) if m.error() is None])
+print("HELD", held, flush=True)
+sys.stdin.read()  # holds them until killed
+"""
+
+
+def test_a_killed_consumers_records_come_back_when_its_connection_goes(cluster, bootstrap):
+    import os
+    import signal
+    import subprocess
+    import sys
+    cluster.create_topic("sq7", 1)
+    produce(bootstrap, "sq7", 3)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, bootstrap, "sg7", "sq7", "3"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().split() == ["HELD", "3"]
+        assert {s[0] for o, s in states(cluster, "sg7", "sq7").items() if o != "start_offset"} == {"ACQUIRED"}
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+    # Its locks last 30 s; its connection's end releases them at once.
+    wait_until(lambda: {s[0] for o, s in states(cluster, "sg7", "sq7").items() if o != "start_offset"} ==
+               {"AVAILABLE"}, timeout_s=20, message="the killed consumer's records released")
+    other = share_consumer(bootstrap, "sg7")
+    try:
+        other.subscribe(["sq7"])
+        again = poll_until(other, 3, AcknowledgeType.ACCEPT)
+        assert sorted(m.offset() for m in again) == [0, 1, 2]
+        assert all(v is None for v in other.commit_sync(30).values())
+    finally:
+        other.close()
