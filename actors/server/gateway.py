@@ -29,7 +29,7 @@ from runtime.wire.versions import api_versions_response, response_class
 
 from runtime.share.sessions import MAX_SHARE_SESSIONS, ShareSessionCache
 
-from . import gateway_data, gateway_groups, gateway_share
+from . import gateway_data, gateway_groups, gateway_share, gateway_txn
 from .gateway_brokers import Brokers
 from .topic_ids import TopicIds
 from ..errors import to_kafka_error
@@ -74,6 +74,7 @@ HANDLERS: dict[int, tuple[int, int, Handler]] = {
     **gateway_data.HANDLERS,
     **gateway_groups.HANDLERS,
     **gateway_share.HANDLERS,
+    **gateway_txn.HANDLERS,
 }
 VERSIONS = {api_key: (low, high) for api_key, (low, high, _) in HANDLERS.items()}
 
