@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from runtime.errors import KafkaError
+from runtime.errors import Errors, KafkaError, raise_if
 from runtime.messages.group import (DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse, LeaveGroupRequest,
                                     MemberIdentity, OffsetCommitRequest, OffsetCommitRequestPartition,
                                     OffsetCommitRequestTopic, OffsetFetchRequest, OffsetFetchRequestGroup,
@@ -38,13 +38,34 @@ async def _coordinator_call(gw, group_id: str, method: str, request, *args, time
 
 # ------------------------------------------------------------------ FindCoordinator
 
+# Kafka's FindCoordinatorRequest.CoordinatorType ids: GROUP, TRANSACTION, SHARE (from v6).
+_KEY_TYPES = (0, 1, 2)
+_SHARE_KEY = 2
+_NO_NODE = {"node_id": -1, "host": "", "port": -1}
+
+
+def _locate(gw, key_type: int, version: int) -> tuple[int, str | None, dict]:
+    """(error code, message, node) for one key, as Kafka's getCoordinator: an unknown key
+    type fails the whole request, a share key before v6 only itself."""
+    raise_if(key_type not in _KEY_TYPES, Errors.INVALID_REQUEST, f"Unknown coordinator type {key_type}")
+    if key_type == _SHARE_KEY and version < 6:
+        return Errors.INVALID_REQUEST.code, "share coordinators are found from FindCoordinator v6", _NO_NODE
+    return 0, None, gw.address()
+
+
 async def find_coordinator(gw, event) -> dict:
+    """Batched keys (v4+) are answered key by key."""
     request = plain(event.request)
-    broker = gw.address()
+    keys = [request["key"]] if event.api_version < 4 else request["coordinator_keys"]
+    try:
+        located = [(key, *_locate(gw, request.get("key_type", 0), event.api_version)) for key in keys]
+    except KafkaError as e:
+        located = [(key, e.code, e.message, _NO_NODE) for key in keys]
     if event.api_version < 4:
-        return {"throttle_time": 0, "error_code": 0, "error_message": None, **broker}
+        ((_, error, message, node),) = located
+        return {"throttle_time": 0, "error_code": error, "error_message": message, **node}
     return {"throttle_time": 0, "coordinators": [
-        {"key": key, **broker, "error_code": 0, "error_message": None} for key in request["coordinator_keys"]]}
+        {"key": key, **node, "error_code": error, "error_message": message} for key, error, message, node in located]}
 
 
 # ------------------------------------------------------------------ the classic group protocol
