@@ -4,8 +4,8 @@ clients (kafka-python, aiokafka, confluent-kafka, kcat) use shoal.
 It is a translator, not a second broker: runtime.wire decides everything about the protocol
 (frames, headers, versions, what closes a connection) and this shell only reads, writes and
 turns each request into calls on the actors shoal's own clients use (the controller,
-partition leaders, group and transaction coordinators), in actors/server/gateway_data.py and
-actors/server/gateway_groups.py. The gateway presents itself as the one broker of the cluster,
+partition leaders, group and transaction coordinators), in actors/server/gateway_data.py,
+actors/server/gateway_groups.py and actors/server/gateway_admin.py. The gateway presents itself as the one broker of the cluster,
 node 0, at the address of its listener.
 
 Requests of one connection are served concurrently and answered in their order (the codec
@@ -27,7 +27,7 @@ from runtime.wire.entities import build, error_response
 from runtime.wire.frames import SOCKET_REQUEST_MAX_BYTES
 from runtime.wire.versions import api_versions_response, response_class
 
-from . import gateway_data, gateway_groups
+from . import gateway_admin, gateway_data, gateway_groups
 from ..errors import to_kafka_error
 from ..retry import ActorDirectory
 
@@ -70,6 +70,7 @@ HANDLERS: dict[int, tuple[int, int, Handler]] = {
     18: (0, 4, None),  # ApiVersions: answered here from this table
     **gateway_data.HANDLERS,
     **gateway_groups.HANDLERS,
+    **gateway_admin.HANDLERS,
 }
 VERSIONS = {api_key: (low, high) for api_key, (low, high, _) in HANDLERS.items()}
 
