@@ -216,7 +216,7 @@ def test_group_config_altered_and_described_back(cadmin, kadmin):
     assert configs["share.record.lock.duration.ms"] == ("30000", True)
 
     kadmin.alter_configs([KConfigResource(KConfigResourceType.GROUP, "tuned",
-                                          {"share.record.lock.duration.ms": "20000"})], raise_on_unknown=False)
+                                          {"share.record.lock.duration.ms": "20000"})])
     described = kadmin.describe_configs([KConfigResource(KConfigResourceType.GROUP, "tuned")])["group"]["tuned"]
     assert {k: v["value"] for k, v in described.items()} == {"share.record.lock.duration.ms": "20000",
                                                              "consumer.session.timeout.ms": "50000"}
