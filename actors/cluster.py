@@ -78,6 +78,20 @@ def start_partition_leaders(directory: ActorDirectory, deployment: dict, topic: 
     ray.get(refs, timeout=120)
 
 
+def delete_partition_leaders(directory: ActorDirectory, topic: str, partitions) -> None:
+    """Delete the data of these partitions of a topic the controller deleted, and end their
+    leader actors; the Cluster and the Kafka gateway's DeleteTopics both do."""
+    for p in partitions:
+        name = naming.partition_leader(topic, p)
+        try:
+            leader = directory.get(name)
+            ray.get(leader.delete_data.remote(), timeout=30)
+            ray.kill(leader, no_restart=True)
+        except Exception as e:  # already gone: nothing to clean
+            log.info("deleting %s: %s", name, to_kafka_error(e))
+        directory.forget(name)
+
+
 def topics_changed(directory: ActorDirectory, config: dict) -> None:
     """Group coordinators read the topics again now (consumer and share groups follow
     them); one that is away catches up when it loads or at its periodic refresh."""
@@ -312,15 +326,7 @@ class Cluster:
         (result,) = self._call(naming.CONTROLLER, "delete_topics", DeleteTopicsRequest((name,))).responses
         if result.error_code:
             raise KafkaError(Errors.for_code(result.error_code), result.error_message)
-        for p in range(topic.partitions):
-            leader_name = naming.partition_leader(name, p)
-            try:
-                leader = self._actor(leader_name)
-                ray.get(leader.delete_data.remote(), timeout=30)
-                ray.kill(leader, no_restart=True)
-            except Exception as e:  # already gone: nothing to clean
-                log.info("deleting %s: %s", leader_name, to_kafka_error(e))
-            self._forget(leader_name)
+        delete_partition_leaders(self.directory, name, range(topic.partitions))
         self._topics_changed()
 
     def _topics_changed(self) -> None:

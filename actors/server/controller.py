@@ -8,9 +8,9 @@ import uuid
 
 import ray
 
-from runtime.messages.topics import (CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
-                                     CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, MetadataRequest,
-                                     MetadataResponse)
+from runtime.messages.topics import (AlterTopicConfigRequest, AlterTopicConfigResponse, CreatePartitionsRequest,
+                                     CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+                                     DeleteTopicsRequest, DeleteTopicsResponse, MetadataRequest, MetadataResponse)
 from runtime.topics.internal import CLUSTER_METADATA_TOPIC, log_name
 from runtime.topics.metadata import TopicMetadataShard
 
@@ -45,6 +45,9 @@ class ControllerActor(ShardHost):
 
     async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
         return await self._answer(request, lambda shard, now: shard.create_partitions(request, now))
+
+    async def alter_topic_config(self, request: AlterTopicConfigRequest) -> AlterTopicConfigResponse:
+        return await self._answer(request, lambda shard, now: shard.alter_topic_config(request, now))
 
     async def metadata(self, request: MetadataRequest) -> MetadataResponse:
         # Kafka's Metadata response has no top-level error; while loading the KafkaError

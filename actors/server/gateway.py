@@ -4,9 +4,10 @@ clients (kafka-python, aiokafka, confluent-kafka, kcat) use shoal.
 It is a translator, not a second broker: runtime.wire decides everything about the protocol
 (frames, headers, versions, what closes a connection) and this shell only reads, writes and
 turns each request into calls on the actors shoal's own clients use (the controller,
-partition leaders, group and transaction coordinators), in actors/server/gateway_data.py and
-actors/server/gateway_groups.py. There is one gateway per Ray node, each a broker to Kafka
-clients (actors/server/gateway_brokers.py says which serves what).
+partition leaders, group and transaction coordinators), in actors/server/gateway_data.py,
+actors/server/gateway_groups.py, actors/server/gateway_admin.py and the other gateway_*
+modules. There is one gateway per Ray node, each a broker to Kafka clients
+(actors/server/gateway_brokers.py says which serves what).
 
 Requests of one connection are served concurrently and answered in their order (the codec
 holds an early answer back), so a client's pipelined requests do not wait for a long poll
@@ -29,7 +30,7 @@ from runtime.wire.versions import api_versions_response, response_class
 
 from runtime.share.sessions import MAX_SHARE_SESSIONS, ShareSessionCache
 
-from . import gateway_data, gateway_groups, gateway_share, gateway_txn
+from . import gateway_admin, gateway_data, gateway_groups, gateway_share, gateway_txn
 from .gateway_brokers import Brokers
 from .topic_ids import TopicIds
 from ..errors import to_kafka_error
@@ -75,6 +76,7 @@ HANDLERS: dict[int, tuple[int, int, Handler]] = {
     **gateway_groups.HANDLERS,
     **gateway_share.HANDLERS,
     **gateway_txn.HANDLERS,
+    **gateway_admin.HANDLERS,
 }
 VERSIONS = {api_key: (low, high) for api_key, (low, high, _) in HANDLERS.items()}
 

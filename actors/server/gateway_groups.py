@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from runtime.errors import Errors, KafkaError
+from runtime.errors import Errors, KafkaError, raise_if
 from runtime.messages.group import (DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse, LeaveGroupRequest,
                                     MemberIdentity, OffsetCommitRequest, OffsetCommitRequestPartition,
                                     OffsetCommitRequestTopic, OffsetFetchRequest, OffsetFetchRequestGroup,
@@ -38,25 +38,36 @@ async def _coordinator_call(gw, group_id: str, method: str, request, *args, time
 
 # ------------------------------------------------------------------ FindCoordinator
 
+# Kafka's FindCoordinatorRequest.CoordinatorType ids: GROUP, TRANSACTION, SHARE (from v6).
+_KEY_TYPES = (0, 1, 2)
+_SHARE_KEY = 2
+_NO_NODE = {"node_id": -1, "host": "", "port": -1}
+
+
+async def _locate(gw, key_type: int, key: str, version: int) -> tuple[int, str | None, dict]:
+    """(error code, message, node) for one key, as Kafka's getCoordinator: an unknown key
+    type fails the whole request, a share key before v6 only itself."""
+    raise_if(key_type not in _KEY_TYPES, Errors.INVALID_REQUEST, f"Unknown coordinator type {key_type}")
+    if key_type == _SHARE_KEY and version < 6:
+        return Errors.INVALID_REQUEST.code, "share coordinators are found from FindCoordinator v6", _NO_NODE
+    broker = await gw.brokers.for_actor(naming.find_coordinator(naming.CoordinatorType(key_type), key, gw.config))
+    return 0, None, {"node_id": broker["node_id"], "host": broker["host"], "port": broker["port"]}
+
+
 async def find_coordinator(gw, event) -> dict:
-    """The gateway on the node of the key's coordinator actor (see gateway_brokers)."""
+    """Batched keys (v4+) are answered key by key, each with the gateway on the node of
+    its coordinator actor (see gateway_brokers)."""
     request = plain(event.request)
     keys = [request["key"]] if event.api_version < 4 else request["coordinator_keys"]
-    coordinators = []
-    for key in keys:
-        try:
-            key_type = naming.CoordinatorType(request.get("key_type", 0))
-            broker = await gw.brokers.for_actor(naming.find_coordinator(key_type, key, gw.config))
-            found = {"node_id": broker["node_id"], "host": broker["host"], "port": broker["port"],
-                     "error_code": 0, "error_message": None}
-        except ValueError:
-            found = {"node_id": -1, "host": "", "port": -1, "error_code": Errors.INVALID_REQUEST.code,
-                     "error_message": f"unknown coordinator key type {request.get('key_type')}"}
-        coordinators.append({"key": key, **found})
+    try:
+        located = [(key, *await _locate(gw, request.get("key_type", 0), key, event.api_version)) for key in keys]
+    except KafkaError as e:
+        located = [(key, e.code, e.message, _NO_NODE) for key in keys]
     if event.api_version < 4:
-        (found,) = coordinators
-        return {"throttle_time": 0, **{k: v for k, v in found.items() if k != "key"}}
-    return {"throttle_time": 0, "coordinators": coordinators}
+        ((_, error, message, node),) = located
+        return {"throttle_time": 0, "error_code": error, "error_message": message, **node}
+    return {"throttle_time": 0, "coordinators": [
+        {"key": key, **node, "error_code": error, "error_message": message} for key, error, message, node in located]}
 
 
 # ------------------------------------------------------------------ the classic group protocol

@@ -288,9 +288,10 @@ class GroupCoordinatorActor(ShardHost):
     async def alter_group_config(self, request: AlterGroupConfigRequest) -> AlterGroupConfigResponse:
         def alter(s, now) -> Result:
             result = s.alter_group_config(request.group_id, request.configs, now)
-            return dataclasses.replace(result, response=AlterGroupConfigResponse(request.group_id))
+            records = () if request.validate_only else result.records
+            return dataclasses.replace(result, records=records, response=AlterGroupConfigResponse(request.group_id))
         response = await self._answer(request, alter)
-        if not response.error_code:
+        if not response.error_code and not request.validate_only:
             await self._push_share_configs(request.group_id)
         return response
 

@@ -333,6 +333,12 @@ class PartitionLeaderActor:
             log.info("%s-%d: retention deleted %s", self.topic, self.partition, deleted)
         return deleted
 
+    async def alter_configs(self, topic_configs: dict) -> None:
+        """The topic's configs after the controller changed them."""
+        self._topic_configs = dict(topic_configs)
+        if self._plog is not None:
+            self._plog.set_configs(self._topic_configs)
+
     async def delete_data(self) -> None:
         """The topic was deleted: close the log and remove its folder."""
         if self._retention_task is not None:

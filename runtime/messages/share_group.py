@@ -112,6 +112,7 @@ class ShareGroupDescribeResponse:
 class AlterGroupConfigRequest:
     group_id: str
     configs: dict  # name -> value (SET), or None (DELETE)
+    validate_only: bool = False
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ __all__ = [
     "CreatableTopicConfig", "CreatableTopic", "CreateTopicsRequest", "CreatableTopicResult", "CreateTopicsResponse",
     "DeleteTopicsRequest", "DeletableTopicResult", "DeleteTopicsResponse",
     "CreatePartitionsTopic", "CreatePartitionsRequest", "CreatePartitionsTopicResult", "CreatePartitionsResponse",
+    "AlterTopicConfigRequest", "AlterTopicConfigResponse",
     "MetadataRequest", "MetadataResponsePartition", "MetadataResponseTopic", "MetadataResponse",
     "ProduceRequest", "ProduceResponse", "FetchRequest", "FetchedBatch", "AbortedTransaction", "FetchResponse",
     "ListOffsetsRequest", "ListOffsetsResponse",
@@ -107,6 +108,24 @@ class CreatePartitionsTopicResult:
 @dataclass(frozen=True)
 class CreatePartitionsResponse:
     results: tuple[CreatePartitionsTopicResult, ...]
+
+
+# Kafka's IncrementalAlterConfigs on a TOPIC resource, narrowed to one topic (its
+# DescribeConfigs is the configs Metadata returns).
+
+@dataclass(frozen=True)
+class AlterTopicConfigRequest:
+    name: str
+    configs: dict  # name -> value (SET), or None (DELETE)
+    validate_only: bool = False
+
+
+@dataclass(frozen=True)
+class AlterTopicConfigResponse:
+    name: str
+    error_code: int = 0
+    error_message: str | None = None
+    configs: dict = field(default_factory=dict)  # the topic's configs after the change
 
 
 @dataclass(frozen=True)
@@ -241,6 +260,11 @@ def _delete_topics_error(request: DeleteTopicsRequest, error: KafkaError) -> Del
 def _create_partitions_error(request: CreatePartitionsRequest, error: KafkaError) -> CreatePartitionsResponse:
     return CreatePartitionsResponse(tuple(CreatePartitionsTopicResult(t.name, error.code, error.message)
                                           for t in request.topics))
+
+
+@answers_errors_of(AlterTopicConfigRequest)
+def _alter_topic_config_error(request: AlterTopicConfigRequest, error: KafkaError) -> AlterTopicConfigResponse:
+    return AlterTopicConfigResponse(request.name, error.code, error.message)
 
 
 @answers_errors_of(ProduceRequest)

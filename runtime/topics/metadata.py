@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from ..codec import Record
 from ..coordinator import CoordinatorContext, CoordinatorShard, Result
 from ..errors import Errors, KafkaError
-from ..messages.topics import (CreatableTopicResult, CreatePartitionsRequest, CreatePartitionsResponse,
+from ..messages.topics import (AlterTopicConfigRequest, AlterTopicConfigResponse, CreatableTopicResult,
+                               CreatePartitionsRequest, CreatePartitionsResponse,
                                CreatePartitionsTopicResult, CreateTopicsRequest, CreateTopicsResponse,
                                DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse, MetadataRequest,
                                MetadataResponse, MetadataResponsePartition, MetadataResponseTopic)
@@ -24,6 +25,11 @@ MAX_TOPIC_NAME_LENGTH = 249
 TOPIC_CONFIGS = {
     "retention.ms": int, "retention.bytes": int, "segment.bytes": int, "max.message.bytes": int,
     "cleanup.policy": str, "flush.messages": int, "message.timestamp.type": str,
+}
+# The values Kafka's LogConfig accepts for the string-valued ones.
+_CHOICES = {
+    "cleanup.policy": ("delete", "compact", "compact,delete", "delete,compact"),
+    "message.timestamp.type": ("CreateTime", "LogAppendTime"),
 }
 
 
@@ -59,6 +65,9 @@ def validate_topic_configs(configs: dict) -> dict:
             raise KafkaError(Errors.INVALID_CONFIG, f"{key} must be {kind.__name__}, got {value!r}") from None
         if kind is int and key != "retention.ms" and key != "retention.bytes" and out[key] <= 0:
             raise KafkaError(Errors.INVALID_CONFIG, f"{key} must be positive")
+        if key in _CHOICES and out[key] not in _CHOICES[key]:
+            raise KafkaError(Errors.INVALID_CONFIG, f"Invalid value {out[key]} for configuration {key}: "
+                                                    f"String must be one of: {', '.join(_CHOICES[key])}")
     return out
 
 
@@ -126,6 +135,22 @@ class TopicMetadataShard(CoordinatorShard):
                     records.append(topic_record(t.name, info.topic_id, t.count, info.configs))
                 results.append(CreatePartitionsTopicResult(t.name))
         return Result(records, CreatePartitionsResponse(tuple(results)))
+
+    def alter_topic_config(self, request: AlterTopicConfigRequest, now_ms: int) -> Result:
+        """Incremental: a value sets a config, None removes the topic's value (back to the
+        default). INVALID_CONFIG (and no change) if any name or value is invalid."""
+        info = self.topics.get(request.name)
+        if info is None:
+            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {request.name!r} does not exist")
+        unknown = sorted(k for k in request.configs if k not in TOPIC_CONFIGS)
+        if unknown:
+            raise KafkaError(Errors.INVALID_CONFIG, f"unknown topic config {unknown[0]!r}")
+        updated = {k: v for k, v in info.configs.items() if k not in request.configs}
+        updated.update(validate_topic_configs({k: v for k, v in request.configs.items() if v is not None}))
+        records = []
+        if updated != info.configs and not request.validate_only:
+            records.append(topic_record(info.name, info.topic_id, info.partitions, updated))
+        return Result(records, AlterTopicConfigResponse(info.name, configs=updated))
 
     # ------------------------------------------------------------------ reads
 

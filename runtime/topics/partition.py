@@ -27,6 +27,9 @@ DEFAULTS = {
     "retention.bytes": -1,
     "segment.bytes": 1073741824,
     "max.message.bytes": 1048588,
+    "cleanup.policy": "delete",
+    "flush.messages": 9223372036854775807,
+    "message.timestamp.type": "CreateTime",
 }
 
 
@@ -35,10 +38,15 @@ class PartitionLog:
                  fsync: bool = True, io: OsIO | None = None) -> None:
         self.topic = topic
         self.partition = partition
-        self.configs = {**DEFAULTS, **(configs or {})}
+        self.set_configs(configs or {})
         self.log = FileLog(directory, LogConfig(int(self.configs["segment.bytes"]), fsync), io=io,
                            name=log_name(topic, partition))
         self.producers = self._load_producers()
+
+    def set_configs(self, configs: dict) -> None:
+        """The topic's configs over Kafka's defaults. max.message.bytes and retention
+        apply from the next append and retention pass; segment.bytes when the log opens."""
+        self.configs = {**DEFAULTS, **configs}
 
     def _load_producers(self) -> ProducerStateManager:
         return ProducerStateManager.load(self._all_batches())

@@ -1,9 +1,11 @@
 """The controller's topic metadata shard with a manual clock."""
-from runtime.errors import Errors
-from runtime.messages.topics import (CreatableTopic, CreatableTopicConfig, CreatePartitionsRequest,
+import pytest
+
+from runtime.errors import Errors, KafkaError
+from runtime.messages.topics import (AlterTopicConfigRequest, CreatableTopic, CreatableTopicConfig, CreatePartitionsRequest,
                                      CreatePartitionsTopic, CreateTopicsRequest, DeleteTopicsRequest, MetadataRequest)
 from runtime.testing import ShardHarness
-from runtime.topics.metadata import TopicMetadataShard
+from runtime.topics.metadata import TopicInfo, TopicMetadataShard
 from runtime.topics.records import TopicKey, TopicValue
 
 
@@ -56,3 +58,37 @@ def test_records_are_exact(tmp_path):
     h = ShardHarness(str(tmp_path), TopicMetadataShard)
     result = h.shard.create_topics(CreateTopicsRequest((CreatableTopic("a", 2),)), 0, ["id-a"])
     assert [(r.key, r.value) for r in result.records] == [(TopicKey("a"), TopicValue("id-a", 2, {}))]
+
+
+def alter(h, name, configs, validate_only=False):
+    return h.call(lambda s, now: s.alter_topic_config(AlterTopicConfigRequest(name, configs, validate_only), now))
+
+
+def test_topic_configs_set_and_removed_incrementally(tmp_path):
+    h = ShardHarness(str(tmp_path), TopicMetadataShard)
+    create(h, CreatableTopic("a", 2, configs=(CreatableTopicConfig("retention.ms", "1000"),)))
+    r = alter(h, "a", {"max.message.bytes": "2048", "retention.ms": None})
+    assert r.configs == {"max.message.bytes": 2048}
+    assert h.reload().topics["a"] == TopicInfo("a", "id-a", 2, {"max.message.bytes": 2048})
+    end = h.runtime.log.end_offset
+    assert alter(h, "a", {"cleanup.policy": "compact"}, validate_only=True).configs == {
+        "max.message.bytes": 2048, "cleanup.policy": "compact"}
+    assert alter(h, "a", {"retention.ms": None}).configs == {"max.message.bytes": 2048}  # no change, no record
+    assert h.runtime.log.end_offset == end
+
+
+@pytest.mark.parametrize("name,configs,error", [
+    ("a", {"max.message.bytes": "2048", "no.such": "1"}, Errors.INVALID_CONFIG),
+    ("a", {"max.message.bytes": "2048", "retention.ms": "soon"}, Errors.INVALID_CONFIG),
+    ("a", {"max.message.bytes": "2048", "cleanup.policy": "sometimes"}, Errors.INVALID_CONFIG),
+    ("a", {"segment.bytes": "0"}, Errors.INVALID_CONFIG),
+    ("nowhere", {"retention.ms": "1"}, Errors.UNKNOWN_TOPIC_OR_PARTITION),
+])
+def test_bad_topic_configs_change_nothing(tmp_path, name, configs, error):
+    h = ShardHarness(str(tmp_path), TopicMetadataShard)
+    create(h, CreatableTopic("a", 1, configs=(CreatableTopicConfig("retention.ms", "1000"),)))
+    end = h.runtime.log.end_offset
+    with pytest.raises(KafkaError) as e:
+        alter(h, name, configs)
+    assert e.value.error is error
+    assert h.runtime.log.end_offset == end and h.shard.topics["a"].configs == {"retention.ms": 1000}

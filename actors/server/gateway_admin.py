@@ -1,0 +1,311 @@
+"""The gateway's admin APIs: DeleteTopics, CreatePartitions, DescribeConfigs and
+IncrementalAlterConfigs (TOPIC and GROUP resources), DescribeCluster, OffsetDelete and
+DeleteGroups, each turned into calls on the controller (topics and their configs), the
+partition leaders (started for new partitions, ended with their data for deleted topics)
+and the group coordinators (group configs, offsets, groups).
+
+Topic configs live in the controller's metadata log, group configs in the group
+coordinator's log (runtime.group.configs); DescribeConfigs reads them back with Kafka's
+config sources, so any admin client shows which values were set and which are defaults.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from runtime.errors import Errors, KafkaError
+from runtime.messages.group import (DeleteGroupsRequest, OffsetDeleteRequest, OffsetDeleteRequestPartition,
+                                    OffsetDeleteRequestTopic)
+from runtime.messages.share_group import AlterGroupConfigRequest, DescribeGroupConfigRequest
+from runtime.messages.topics import (AlterTopicConfigRequest, CreatePartitionsRequest, CreatePartitionsTopic,
+                                     DeleteTopicsRequest, MetadataRequest)
+from runtime.topics.partition import DEFAULTS as TOPIC_DEFAULTS
+from runtime.wire.entities import ZERO_UUID, plain
+
+from .. import naming
+from .gateway_data import UNKNOWN_AUTHORIZED_OPERATIONS
+from .gateway_groups import _coordinator_call
+
+# Kafka's ConfigResource.Type ids.
+TOPIC, GROUP = 2, 32
+# Kafka's DescribeConfigsResponse.ConfigSource ids.
+TOPIC_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 5, 8
+# Kafka's AlterConfigOp.OpType ids.
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+# Kafka's DescribeConfigsResponse.ConfigType of each config served (STRING 2, INT 3, LONG 5, LIST 7).
+CONFIG_TYPES = {
+    "retention.ms": 5, "retention.bytes": 5, "segment.bytes": 3, "max.message.bytes": 3, "flush.messages": 5,
+    "cleanup.policy": 7, "message.timestamp.type": 2,
+    "consumer.session.timeout.ms": 3, "consumer.heartbeat.interval.ms": 3, "share.session.timeout.ms": 3,
+    "share.heartbeat.interval.ms": 3, "share.record.lock.duration.ms": 3, "share.auto.offset.reset": 2,
+    "share.isolation.level": 2,
+}
+# DescribeCluster's endpoint types: brokers, controllers.
+BROKERS_ENDPOINT = 1
+
+
+async def _topics(gw, names) -> dict:
+    """name -> MetadataResponseTopic of those of `names` that exist (None: every topic)."""
+    response = await gw.call(naming.CONTROLLER, "metadata", MetadataRequest(None if names is None else tuple(names)))
+    return {t.name: t for t in response.topics if not t.error_code}
+
+
+def _in_executor(fn, *args):
+    return asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+
+# ------------------------------------------------------------------ DeleteTopics
+
+async def delete_topics(gw, event) -> dict:
+    """By name (v1-5) or, from v6, by name or topic id."""
+    from ..cluster import delete_partition_leaders, topics_changed
+    r = plain(event.request)
+    wanted = ([{"name": n, "topic_id": None} for n in r["topic_names"]] if event.api_version < 6 else r["topics"])
+    known = await _topics(gw, None)
+    by_id = {t.topic_id: name for name, t in known.items()}
+    refused, names = {}, []
+    for i, w in enumerate(wanted):
+        name, topic_id = w["name"], w["topic_id"] or ZERO_UUID
+        if name is not None and topic_id != ZERO_UUID:
+            refused[i] = {"name": name, "topic_id": topic_id, "error_code": Errors.INVALID_REQUEST.code,
+                          "error_message": "give a topic's name or its id, not both"}
+        elif name is None and topic_id not in by_id:
+            refused[i] = {"name": None, "topic_id": topic_id, "error_code": Errors.UNKNOWN_TOPIC_ID.code,
+                          "error_message": f"no topic has id {topic_id}"}
+        else:
+            names.append(name if name is not None else by_id[topic_id])
+    response = await gw.call(naming.CONTROLLER, "delete_topics", DeleteTopicsRequest(tuple(names)))
+    deleted = {d.name: d for d in response.responses}
+    for d in deleted.values():
+        if not d.error_code:
+            await _in_executor(delete_partition_leaders, gw.directory, d.name, range(len(known[d.name].partitions)))
+    if any(not d.error_code for d in deleted.values()):
+        await _in_executor(topics_changed, gw.directory, gw.config)
+    answered = iter(names)
+    results = [refused.get(i) or _deleted(deleted[next(answered)]) for i in range(len(wanted))]
+    return {"throttle_time": 0, "responses": results}
+
+
+def _deleted(d) -> dict:
+    return {"name": d.name, "topic_id": d.topic_id or ZERO_UUID, "error_code": d.error_code,
+            "error_message": d.error_message}
+
+
+# ------------------------------------------------------------------ CreatePartitions
+
+async def create_partitions(gw, event) -> dict:
+    from ..cluster import start_partition_leaders, topics_changed
+    r = plain(event.request)
+    results, asked = [], []
+    for t in r["topics"]:
+        if t["assignments"] is not None:
+            results.append({"name": t["name"], "error_code": Errors.INVALID_REQUEST.code,
+                            "error_message": "manual replica assignments are not served"})
+        else:
+            asked.append(CreatePartitionsTopic(t["name"], t["count"]))
+    response = await gw.call(naming.CONTROLLER, "create_partitions",
+                             CreatePartitionsRequest(tuple(asked), r["timeout"], r["validate_only"]))
+    grown = [c for c in response.results if not c.error_code and not r["validate_only"]]
+    if grown:
+        topics = await _topics(gw, [c.name for c in grown])
+        for c in grown:
+            info = topics[c.name]
+            await _in_executor(start_partition_leaders, gw.directory, gw.deployment, c.name, info.configs,
+                               range(len(info.partitions)))
+        await _in_executor(topics_changed, gw.directory, gw.config)
+    results.extend(dataclasses.asdict(c) for c in response.results)
+    return {"throttle_time": 0, "results": results}
+
+
+# ------------------------------------------------------------------ DescribeConfigs
+
+def _config_entry(name: str, value, source: int, include_synonyms: bool) -> dict:
+    text = None if value is None else str(value)
+    return {"name": name, "value": text, "read_only": False, "config_source": source, "is_sensitive": False,
+            "is_default": source == DEFAULT_CONFIG, "config_type": CONFIG_TYPES.get(name, 0), "documentation": None,
+            "synonyms": [{"name": name, "value": text, "source": source}] if include_synonyms else []}
+
+
+async def _describe_topic(gw, name: str, include_synonyms: bool) -> list[dict]:
+    topic = (await _topics(gw, [name])).get(name)
+    if topic is None:
+        raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+    return [_config_entry(k, topic.configs[k], TOPIC_CONFIG, include_synonyms) if k in topic.configs
+            else _config_entry(k, default, DEFAULT_CONFIG, include_synonyms)
+            for k, default in sorted(TOPIC_DEFAULTS.items())]
+
+
+async def _describe_group(gw, group_id: str, include_synonyms: bool) -> list[dict]:
+    response = await _coordinator_call(gw, group_id, "describe_group_config", DescribeGroupConfigRequest(group_id))
+    if response.error_code:
+        raise KafkaError(Errors.for_code(response.error_code), response.error_message)
+    return [_config_entry(e.name, e.value, DEFAULT_CONFIG if e.is_default else GROUP_CONFIG, include_synonyms)
+            for e in response.configs]
+
+
+def _raise_if_unnamed(resource: dict) -> None:
+    if not resource["resource_name"]:
+        kind = "Topic" if resource["resource_type"] == TOPIC else "Group"
+        raise KafkaError(Errors.INVALID_REQUEST, f"{kind} name must not be empty")
+
+
+async def _describe_one(gw, resource: dict, include_synonyms: bool) -> list[dict]:
+    kind = resource["resource_type"]
+    if kind not in (TOPIC, GROUP):
+        raise KafkaError(Errors.INVALID_REQUEST, f"Unsupported resource type: {kind}")
+    _raise_if_unnamed(resource)
+    describe = _describe_topic if kind == TOPIC else _describe_group
+    entries = await describe(gw, resource["resource_name"], include_synonyms)
+    keys = resource["configuration_keys"]
+    return [e for e in entries if e["name"] in keys] if keys else entries
+
+
+async def describe_configs(gw, event) -> dict:
+    r = plain(event.request)
+    results = []
+    for resource in r["resources"]:
+        out = {"resource_type": resource["resource_type"], "resource_name": resource["resource_name"],
+               "error_code": 0, "error_message": None, "configs": []}
+        try:
+            out["configs"] = await _describe_one(gw, resource, r["include_synonyms"])
+        except KafkaError as e:
+            out.update(error_code=e.code, error_message=e.message)
+        results.append(out)
+    return {"throttle_time": 0, "results": results}
+
+
+# ------------------------------------------------------------------ IncrementalAlterConfigs
+
+def _changes(resource: dict) -> dict:
+    """The resource's operations as name -> value (SET) or None (DELETE). APPEND and
+    SUBTRACT are not served (Kafka takes them on list configs, here cleanup.policy alone):
+    INVALID_CONFIG, as Kafka answers them on any other config."""
+    changes = {}
+    for c in resource["configs"]:
+        name, op = c["name"], c["config_operation"]
+        if name in changes:
+            raise KafkaError(Errors.INVALID_REQUEST, f"Error due to duplicate config keys: {name}")
+        if op in (APPEND, SUBTRACT):
+            raise KafkaError(Errors.INVALID_CONFIG, f"Config value append or subtract is not allowed for config "
+                                                    f"key: {name}")
+        if op not in (SET, DELETE):
+            raise KafkaError(Errors.INVALID_REQUEST, f"Unknown alter config operation {op} for {name}")
+        changes[name] = c["value"] if op == SET else None
+    return changes
+
+
+async def _alter_topic(gw, name: str, changes: dict, validate_only: bool) -> None:
+    response = await gw.call(naming.CONTROLLER, "alter_topic_config",
+                             AlterTopicConfigRequest(name, changes, validate_only))
+    if response.error_code:
+        raise KafkaError(Errors.for_code(response.error_code), response.error_message)
+    if validate_only:
+        return
+    topic = (await _topics(gw, [name]))[name]
+    # The leaders apply the new values now. One that is away, or that Ray restarts with the
+    # configs it was created with, has them when the deployment next starts its leaders.
+    await asyncio.gather(*(gw.call(naming.partition_leader(name, p.partition_index), "alter_configs", response.configs)
+                           for p in topic.partitions), return_exceptions=True)
+
+
+async def _alter_group(gw, group_id: str, changes: dict, validate_only: bool) -> None:
+    response = await _coordinator_call(gw, group_id, "alter_group_config",
+                                       AlterGroupConfigRequest(group_id, changes, validate_only))
+    if response.error_code:
+        raise KafkaError(Errors.for_code(response.error_code), response.error_message)
+
+
+async def incremental_alter_configs(gw, event) -> dict:
+    r = plain(event.request)
+    results = []
+    for resource in r["resources"]:
+        out = {"resource_type": resource["resource_type"], "resource_name": resource["resource_name"],
+               "error_code": 0, "error_message": None}
+        try:
+            kind = resource["resource_type"]
+            if kind not in (TOPIC, GROUP):
+                raise KafkaError(Errors.INVALID_REQUEST, f"Unsupported resource type: {kind}")
+            _raise_if_unnamed(resource)
+            alter = _alter_topic if kind == TOPIC else _alter_group
+            await alter(gw, resource["resource_name"], _changes(resource), r["validate_only"])
+        except KafkaError as e:
+            out.update(error_code=e.code, error_message=e.message)
+        results.append(out)
+    return {"throttle_time": 0, "responses": results}
+
+
+# ------------------------------------------------------------------ DescribeCluster
+
+async def describe_cluster(gw, event) -> dict:
+    r = plain(event.request)
+    controller = await gw.brokers.for_actor(naming.CONTROLLER)
+    out = {"throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": BROKERS_ENDPOINT,
+           "cluster_id": gw.namespace, "controller_id": controller["node_id"], "brokers": [],
+           "cluster_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS}
+    if r.get("endpoint_type", BROKERS_ENDPOINT) != BROKERS_ENDPOINT:
+        return {**out, "error_code": Errors.UNSUPPORTED_ENDPOINT_TYPE.code, "controller_id": -1,
+                "error_message": "the gateway serves the brokers' endpoints only"}
+    out["brokers"] = [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": None,
+                       "is_fenced": False} for b in await gw.brokers.all()]
+    return out
+
+
+# ------------------------------------------------------------------ OffsetDelete
+
+async def offset_delete(gw, event) -> dict:
+    """Offsets of topics the cluster does not have (or partitions past their count) are
+    UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers them; the rest go to the coordinator."""
+    r = plain(event.request)
+    known = await _topics(gw, [t["name"] for t in r["topics"]])
+    asked, unknown = [], []
+    for t in r["topics"]:
+        count = len(known[t["name"]].partitions) if t["name"] in known else 0
+        ours = tuple(OffsetDeleteRequestPartition(p["partition_index"]) for p in t["partitions"]
+                     if p["partition_index"] < count)
+        others = [{"partition_index": p["partition_index"], "error_code": Errors.UNKNOWN_TOPIC_OR_PARTITION.code}
+                  for p in t["partitions"] if p["partition_index"] >= count]
+        if ours:
+            asked.append(OffsetDeleteRequestTopic(t["name"], ours))
+        if others:
+            unknown.append({"name": t["name"], "partitions": others})
+    try:
+        response = await _coordinator_call(gw, r["group_id"], "offset_delete",
+                                           OffsetDeleteRequest(r["group_id"], tuple(asked)))
+    except KafkaError as e:
+        return {"throttle_time": 0, "error_code": e.code, "topics": []}
+    if response.error_code:
+        return {"throttle_time": 0, "error_code": response.error_code, "topics": []}
+    topics = [dataclasses.asdict(t) for t in response.topics] + unknown
+    return {"throttle_time": 0, "error_code": 0, "topics": topics}
+
+
+# ------------------------------------------------------------------ DeleteGroups
+
+async def delete_groups(gw, event) -> dict:
+    """Each coordinator deletes its own groups, in one call per coordinator."""
+    r = plain(event.request)
+    by_coordinator: dict[str, list[str]] = {}
+    for group_id in dict.fromkeys(r["groups_names"]):
+        name = naming.find_coordinator(naming.CoordinatorType.GROUP, group_id, gw.config)
+        by_coordinator.setdefault(name, []).append(group_id)
+
+    async def delete(name: str, group_ids: list[str]) -> list[dict]:
+        try:
+            response = await gw.call(name, "delete_groups", DeleteGroupsRequest(tuple(group_ids)))
+        except KafkaError as e:
+            return [{"group_id": g, "error_code": e.code} for g in group_ids]
+        return [dataclasses.asdict(d) for d in response.results]
+
+    answered = await asyncio.gather(*(delete(n, ids) for n, ids in by_coordinator.items()))
+    return {"throttle_time": 0, "results": [d for part in answered for d in part]}
+
+
+HANDLERS = {
+    20: (1, 6, delete_topics),
+    37: (0, 3, create_partitions),
+    32: (1, 4, describe_configs),
+    44: (0, 1, incremental_alter_configs),
+    60: (0, 2, describe_cluster),
+    47: (0, 0, offset_delete),
+    42: (0, 2, delete_groups),
+}
