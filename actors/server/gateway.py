@@ -27,7 +27,9 @@ from runtime.wire.entities import build, error_response
 from runtime.wire.frames import SOCKET_REQUEST_MAX_BYTES
 from runtime.wire.versions import api_versions_response, response_class
 
-from . import gateway_data, gateway_groups
+from . import gateway_consumer_groups, gateway_data, gateway_groups
+from .coalescing import Coalescer
+from .topic_ids import TopicIds
 from ..errors import to_kafka_error
 from ..retry import ActorDirectory
 
@@ -70,6 +72,7 @@ HANDLERS: dict[int, tuple[int, int, Handler]] = {
     18: (0, 4, None),  # ApiVersions: answered here from this table
     **gateway_data.HANDLERS,
     **gateway_groups.HANDLERS,
+    **gateway_consumer_groups.HANDLERS,
 }
 VERSIONS = {api_key: (low, high) for api_key, (low, high, _) in HANDLERS.items()}
 
@@ -86,6 +89,9 @@ class GatewayActor:
         self._connections = 0
         self._idle_s = int(self.config.get("connections.max.idle.ms", CONNECTIONS_MAX_IDLE_MS)) / 1000
         self._max_request_bytes = int(self.config.get("socket.request.max.bytes", SOCKET_REQUEST_MAX_BYTES))
+        self.topic_ids = TopicIds(self.call)
+        coalesce = str(self.config.get("gateway.coalesce.requests", True)).strip().lower() in ("1", "true", "yes")
+        self._coalescer = Coalescer(self._call_batched) if coalesce else None
 
     async def start(self) -> dict:
         """Bind the listener (port 0: an ephemeral port) and serve; returns the address."""
@@ -126,6 +132,17 @@ class GatewayActor:
         except Exception as e:
             self.directory.forget(name)
             raise to_kafka_error(e) from None
+
+    async def call_coalesced(self, name: str, method: str, *args) -> Any:
+        """As `call`, for the small requests many connections send the same actor method
+        (heartbeats, commits): gathered into one Ray call with those that arrive together
+        (actors/server/coalescing.py), unless `gateway.coalesce.requests` is false."""
+        if self._coalescer is None:
+            return await self.call(name, method, *args)
+        return await self._coalescer.call(name, method, *args)
+
+    async def _call_batched(self, name: str, method: str, calls: list[tuple]) -> list:
+        return await self.call(name, "batched", method, calls)
 
     # ------------------------------------------------------------------ connections
 

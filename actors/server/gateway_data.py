@@ -15,7 +15,7 @@ from runtime.errors import Errors, KafkaError
 from runtime.messages.topics import (CreatableTopic, CreatableTopicConfig, CreateTopicsRequest, FetchRequest,
                                      ListOffsetsRequest, MetadataRequest)
 from runtime.messages.txn import InitProducerIdRequest
-from runtime.wire.entities import plain
+from runtime.wire.entities import ZERO_UUID, plain
 from runtime.wire.records import decode_batch
 from runtime.wire.storage import fetched_records, produce_request
 
@@ -38,26 +38,35 @@ def _partition_error(e: KafkaError) -> int:
 async def metadata(gw, event) -> dict:
     request = plain(event.request)
     topics = request["topics"]
+    unknown_ids = []
     if topics is not None:
-        names = tuple(t["name"] for t in topics if t.get("name"))
+        # From v10 a topic may be asked by id alone (librdkafka's KIP-848 consumer does,
+        # for the ids of its assignment).
+        by_id = await gw.topic_ids.names([t["topic_id"] for t in topics if not t.get("name") and t.get("topic_id")])
+        unknown_ids = [t["topic_id"] for t in topics
+                       if not t.get("name") and t.get("topic_id") and t["topic_id"] not in by_id]
+        names = tuple(t["name"] for t in topics if t.get("name")) + tuple(by_id.values())
         # Metadata v0 has no null array: an empty one asks for every topic.
         wanted = None if event.api_version == 0 and not names else names
     else:
         wanted = None
     response = await gw.call(naming.CONTROLLER, "metadata", MetadataRequest(wanted))
+    gw.topic_ids.learn(response.topics)
     broker = gw.address()
     return {
-        "throttle_time": 0, "cluster_id": gw.namespace, "controller_id": broker["node_id"],
+        "throttle_time": 0, "error_code": 0, "cluster_id": gw.namespace, "controller_id": broker["node_id"],
         "brokers": [{**broker, "rack": None}],
         "cluster_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS,
         "topics": [{
-            "error_code": t.error_code, "name": t.name, "topic_id": t.topic_id or "00000000-0000-0000-0000-000000000000",
+            "error_code": t.error_code, "name": t.name, "topic_id": t.topic_id or ZERO_UUID,
             "is_internal": False, "topic_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS,
             "partitions": [{
                 "error_code": p.error_code, "partition_index": p.partition_index, "leader_id": broker["node_id"],
                 "leader_epoch": 0, "replica_nodes": [broker["node_id"]], "isr_nodes": [broker["node_id"]],
                 "offline_replicas": []} for p in t.partitions],
-        } for t in response.topics],
+        } for t in response.topics] + [{
+            "error_code": Errors.UNKNOWN_TOPIC_ID.code, "name": None, "topic_id": i, "is_internal": False,
+            "topic_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS, "partitions": []} for i in unknown_ids],
     }
 
 
@@ -230,7 +239,7 @@ async def init_producer_id(gw, event) -> dict:
 
 
 HANDLERS = {
-    3: (0, 12, metadata),
+    3: (0, 13, metadata),
     19: (2, 7, create_topics),
     0: (3, 12, produce),
     1: (4, 12, fetch),
