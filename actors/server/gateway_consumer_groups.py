@@ -15,11 +15,7 @@ from runtime.messages.consumer import (ConsumerGroupDescribeRequest, ConsumerGro
                                        ConsumerGroupHeartbeatRequestTopicPartitions)
 from runtime.wire.entities import plain
 
-from .. import naming
-
-
-def _coordinator(gw, group_id: str) -> str:
-    return naming.find_coordinator(naming.CoordinatorType.GROUP, group_id, gw.config)
+from .gateway_groups import _coalesced_call, _coordinator_call
 
 
 async def _with_ids(gw, topic_partitions) -> list[dict]:
@@ -41,8 +37,8 @@ async def consumer_group_heartbeat(gw, event) -> dict:
         r["group_id"], r["member_id"], r["member_epoch"], r["instance_id"], r["rack_id"], r["rebalance_timeout"],
         None if topics is None else tuple(topics), r.get("subscribed_topic_regex"), r["server_assignor"], owned)
     try:
-        response = await gw.call_coalesced(_coordinator(gw, request.group_id), "consumer_group_heartbeat", request,
-                                           event.client_id or "")
+        response = await _coalesced_call(gw, request.group_id, "consumer_group_heartbeat", request,
+                                         event.client_id or "")
     except KafkaError as e:
         return {"throttle_time": 0, "error_code": e.code, "error_message": e.message, "member_epoch": 0,
                 "heartbeat_interval": 0}
@@ -60,7 +56,7 @@ async def consumer_group_describe(gw, event) -> dict:
     for group_id in r["group_ids"]:
         request = ConsumerGroupDescribeRequest((group_id,), r["include_authorized_operations"])
         try:
-            (group,) = (await gw.call(_coordinator(gw, group_id), "consumer_group_describe", request)).groups
+            (group,) = (await _coordinator_call(gw, group_id, "consumer_group_describe", request)).groups
         except KafkaError as e:
             described.append({"group_id": group_id, "error_code": e.code, "error_message": e.message,
                               "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
