@@ -29,6 +29,7 @@ class Coalescer:
         self._max_batch = max_batch
         self._waiting: dict[Hashable, list[tuple[tuple, asyncio.Future]]] = {}
         self._busy: set[Hashable] = set()  # keys whose batch is open or out
+        self.calls = self.batches = 0  # sent so far: how much gathering there was
 
     async def call(self, name: str, method: str, *args) -> Any:
         key = (name, method)
@@ -46,6 +47,8 @@ class Coalescer:
             self._waiting.pop(key, None)
             return
         batch, self._waiting[key] = waiting[:self._max_batch], waiting[self._max_batch:]
+        self.calls += len(batch)
+        self.batches += 1
         task = asyncio.ensure_future(self._send(*key, [args for args, _ in batch]))
         task.add_done_callback(lambda t: self._answer(key, batch, t))
 

@@ -115,8 +115,10 @@ class GatewayActor:
 
     async def status(self) -> dict:
         a = self.address()
+        coalesced = None if self._coalescer is None else {"calls": self._coalescer.calls,
+                                                          "batches": self._coalescer.batches}
         return {"name": f"gateway {a['host']}:{a['port']}", "state": "active" if self._server else "initial",
-                "error": None, "connections": self._connections, "pid": os.getpid()}
+                "error": None, "connections": self._connections, "pid": os.getpid(), "coalesced": coalesced}
 
     # ------------------------------------------------------------------ calls on actors
 

@@ -10,7 +10,7 @@ Heartbeats travel coalesced: thousands of members heartbeat the same coordinator
 """
 from __future__ import annotations
 
-from runtime.errors import KafkaError
+from runtime.errors import Errors, KafkaError
 from runtime.messages.consumer import (ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
                                        ConsumerGroupHeartbeatRequestTopicPartitions)
 from runtime.wire.entities import plain
@@ -25,8 +25,16 @@ async def _with_ids(gw, topic_partitions) -> list[dict]:
             for t in topic_partitions if t.topic_name in ids]
 
 
+def _heartbeat_error(e: KafkaError) -> dict:
+    return {"throttle_time": 0, "error_code": e.code, "error_message": e.message, "member_epoch": 0,
+            "heartbeat_interval": 0}
+
+
 async def consumer_group_heartbeat(gw, event) -> dict:
     r = plain(event.request)
+    if event.api_version >= 1 and not r["member_id"].strip():
+        # From v1 the member draws its own id, before its first heartbeat (KIP-1082).
+        return _heartbeat_error(KafkaError(Errors.INVALID_REQUEST, "MemberId can't be empty."))
     owned = r["topic_partitions"]
     if owned is not None:
         names = await gw.topic_ids.names([t["topic_id"] for t in owned])
@@ -40,8 +48,7 @@ async def consumer_group_heartbeat(gw, event) -> dict:
         response = await _coalesced_call(gw, request.group_id, "consumer_group_heartbeat", request,
                                          event.client_id or "")
     except KafkaError as e:
-        return {"throttle_time": 0, "error_code": e.code, "error_message": e.message, "member_epoch": 0,
-                "heartbeat_interval": 0}
+        return _heartbeat_error(e)
     assignment = response.assignment
     return {"throttle_time": 0, "error_code": response.error_code, "error_message": response.error_message,
             "member_id": response.member_id, "member_epoch": response.member_epoch,

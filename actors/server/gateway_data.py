@@ -42,9 +42,9 @@ async def metadata(gw, event) -> dict:
     if topics is not None:
         # From v10 a topic may be asked by id alone (librdkafka's KIP-848 consumer does,
         # for the ids of its assignment).
-        by_id = await gw.topic_ids.names([t["topic_id"] for t in topics if not t.get("name") and t.get("topic_id")])
-        unknown_ids = [t["topic_id"] for t in topics
-                       if not t.get("name") and t.get("topic_id") and t["topic_id"] not in by_id]
+        asked_ids = [t["topic_id"] for t in topics if not t.get("name") and t.get("topic_id", ZERO_UUID) != ZERO_UUID]
+        by_id = await gw.topic_ids.names(asked_ids)
+        unknown_ids = [i for i in asked_ids if i not in by_id]
         names = tuple(t["name"] for t in topics if t.get("name")) + tuple(by_id.values())
         # Metadata v0 has no null array: an empty one asks for every topic.
         wanted = None if event.api_version == 0 and not names else names
