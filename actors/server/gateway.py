@@ -29,6 +29,7 @@ from runtime.wire.versions import api_versions_response, response_class
 
 from . import gateway_consumer_groups, gateway_data, gateway_groups
 from .coalescing import Coalescer
+from .shard_host import _truthy
 from .topic_ids import TopicIds
 from ..errors import to_kafka_error
 from ..retry import ActorDirectory
@@ -90,7 +91,7 @@ class GatewayActor:
         self._idle_s = int(self.config.get("connections.max.idle.ms", CONNECTIONS_MAX_IDLE_MS)) / 1000
         self._max_request_bytes = int(self.config.get("socket.request.max.bytes", SOCKET_REQUEST_MAX_BYTES))
         self.topic_ids = TopicIds(self.call)
-        coalesce = str(self.config.get("gateway.coalesce.requests", True)).strip().lower() in ("1", "true", "yes")
+        coalesce = _truthy(self.config.get("gateway.coalesce.requests", True))
         self._coalescer = Coalescer(self._call_batched) if coalesce else None
 
     async def start(self) -> dict:

@@ -291,3 +291,11 @@ def test_concurrent_heartbeats_each_get_their_own_answer(cluster, bootstrap):
 def _coalesced(cluster) -> dict:
     [gateway] = [s for s in cluster.status() if s["actor"] == naming.gateway(0)]
     return gateway["coalesced"]
+
+
+def test_a_batch_names_only_the_coordinators_rpcs(cluster):
+    import ray
+    coordinator = cluster.group_coordinator("anyone")
+    for method in ("_write", "batched", "no_such_rpc"):
+        with pytest.raises(ray.exceptions.RayTaskError, match="INVALID_REQUEST"):
+            ray.get(coordinator.batched.remote(method, [()]), timeout=30)
