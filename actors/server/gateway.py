@@ -4,9 +4,11 @@ clients (kafka-python, aiokafka, confluent-kafka, kcat) use shoal.
 It is a translator, not a second broker: runtime.wire decides everything about the protocol
 (frames, headers, versions, what closes a connection) and this shell only reads, writes and
 turns each request into calls on the actors shoal's own clients use (the controller,
-partition leaders, group and transaction coordinators), in actors/server/gateway_data.py and
-actors/server/gateway_groups.py. The gateway presents itself as the one broker of the cluster,
-node 0, at the address of its listener.
+partition leaders, group and transaction coordinators), in actors/server/gateway_data.py,
+actors/server/gateway_groups.py and actors/server/gateway_consumer_groups.py. The gateway
+presents itself as the one broker of the cluster, node 0, at the address of its listener.
+Small requests many connections send one coordinator (heartbeats, commits) are coalesced
+into one Ray call (actors/server/coalescing.py).
 
 Requests of one connection are served concurrently and answered in their order (the codec
 holds an early answer back), so a client's pipelined requests do not wait for a long poll
