@@ -5,9 +5,11 @@ It is a translator, not a second broker: runtime.wire decides everything about t
 (frames, headers, versions, what closes a connection) and this shell only reads, writes and
 turns each request into calls on the actors shoal's own clients use (the controller,
 partition leaders, group and transaction coordinators), in actors/server/gateway_data.py,
-actors/server/gateway_groups.py, actors/server/gateway_admin.py and the other gateway_*
-modules. There is one gateway per Ray node, each a broker to Kafka clients
-(actors/server/gateway_brokers.py says which serves what).
+actors/server/gateway_groups.py, actors/server/gateway_consumer_groups.py, actors/server/gateway_admin.py
+and the other gateway_* modules. There is one gateway per Ray node, each a broker to Kafka
+clients (actors/server/gateway_brokers.py says which serves what). Small requests many
+connections send one coordinator (heartbeats, commits) are coalesced into one Ray call
+(actors/server/coalescing.py).
 
 Requests of one connection are served concurrently and answered in their order (the codec
 holds an early answer back), so a client's pipelined requests do not wait for a long poll
@@ -27,11 +29,13 @@ from runtime.wire.connection import ProtocolError, RequestReceived, ServerConnec
 from runtime.wire.entities import build, error_response
 from runtime.wire.frames import SOCKET_REQUEST_MAX_BYTES
 from runtime.wire.versions import api_versions_response, response_class
-
 from runtime.share.sessions import MAX_SHARE_SESSIONS, ShareSessionCache
 
-from . import gateway_admin, gateway_data, gateway_groups, gateway_share, gateway_txn
+from . import (gateway_admin, gateway_consumer_groups, gateway_data, gateway_groups, gateway_share,
+               gateway_txn)
+from .coalescing import Coalescer
 from .gateway_brokers import Brokers
+from .shard_host import _truthy
 from .topic_ids import TopicIds
 from ..errors import to_kafka_error
 from ..retry import ActorDirectory
@@ -77,6 +81,7 @@ HANDLERS: dict[int, tuple[int, int, Handler]] = {
     **gateway_share.HANDLERS,
     **gateway_txn.HANDLERS,
     **gateway_admin.HANDLERS,
+    **gateway_consumer_groups.HANDLERS,
 }
 VERSIONS = {api_key: (low, high) for api_key, (low, high, _) in HANDLERS.items()}
 
@@ -103,6 +108,8 @@ class GatewayActor:
         self.share_sessions = ShareSessionCache(int(self.config.get("group.share.max.share.sessions",
                                                                     MAX_SHARE_SESSIONS)))
         self._tasks: set[asyncio.Task] = set()
+        coalesce = _truthy(self.config.get("gateway.coalesce.requests", True))
+        self._coalescer = Coalescer(self._call_batched) if coalesce else None
 
     async def start(self) -> dict:
         """Bind the listener (port 0: an ephemeral port) and serve; returns the address."""
@@ -133,9 +140,12 @@ class GatewayActor:
 
     async def status(self) -> dict:
         a = self.address()
+        coalesced = None if self._coalescer is None else {"calls": self._coalescer.calls,
+                                                          "batches": self._coalescer.batches}
         return {"name": f"gateway {a['host']}:{a['port']}", "state": "active" if self._server else "initial",
                 "error": None, "connections": self._connections, "pid": os.getpid(),
-                "address": f"{a['host']}:{a['port']}", "broker_id": self.node_id, "node_id": self.ray_node}
+                "address": f"{a['host']}:{a['port']}", "broker_id": self.node_id, "node_id": self.ray_node,
+                "coalesced": coalesced}
 
     # ------------------------------------------------------------------ calls on actors
 
@@ -157,6 +167,17 @@ class GatewayActor:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def call_coalesced(self, name: str, method: str, *args) -> Any:
+        """As `call`, for the small requests many connections send the same actor method
+        (heartbeats, commits): gathered into one Ray call with those that arrive together
+        (actors/server/coalescing.py), unless `gateway.coalesce.requests` is false."""
+        if self._coalescer is None:
+            return await self.call(name, method, *args)
+        return await self._coalescer.call(name, method, *args)
+
+    async def _call_batched(self, name: str, method: str, calls: list[tuple]) -> list:
+        return await self.call(name, "batched", method, calls)
 
     # ------------------------------------------------------------------ connections
 

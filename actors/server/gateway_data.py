@@ -15,7 +15,7 @@ from runtime.errors import Errors, KafkaError
 from runtime.messages.topics import (CreatableTopic, CreatableTopicConfig, CreateTopicsRequest, FetchRequest,
                                      ListOffsetsRequest, MetadataRequest)
 from runtime.messages.txn import InitProducerIdRequest
-from runtime.wire.entities import plain
+from runtime.wire.entities import ZERO_UUID, plain
 from runtime.wire.records import decode_batch
 from runtime.wire.storage import fetched_records, produce_request
 
@@ -42,9 +42,9 @@ async def metadata(gw, event) -> dict:
     if topics is not None:
         # From v10 a topic may be asked by id alone (librdkafka's KIP-848 and share
         # consumers do, for the ids of their assignments).
-        by_id = await gw.topic_ids.names([t["topic_id"] for t in topics if not t.get("name") and t.get("topic_id")])
-        unknown_ids = [t["topic_id"] for t in topics
-                       if not t.get("name") and t.get("topic_id") and t["topic_id"] not in by_id]
+        asked_ids = [t["topic_id"] for t in topics if not t.get("name") and t.get("topic_id", ZERO_UUID) != ZERO_UUID]
+        by_id = await gw.topic_ids.names(asked_ids)
+        unknown_ids = [i for i in asked_ids if i not in by_id]
         names = tuple(t["name"] for t in topics if t.get("name")) + tuple(by_id.values())
         # Metadata v0 has no null array: an empty one asks for every topic.
         wanted = None if event.api_version == 0 and not names else names
@@ -68,7 +68,7 @@ async def metadata(gw, event) -> dict:
         "brokers": [{k: b[k] for k in ("node_id", "host", "port", "rack")} for b in brokers],
         "cluster_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS,
         "topics": [{
-            "error_code": t.error_code, "name": t.name, "topic_id": t.topic_id or "00000000-0000-0000-0000-000000000000",
+            "error_code": t.error_code, "name": t.name, "topic_id": t.topic_id or ZERO_UUID,
             "is_internal": False, "topic_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS,
             "partitions": [partition(p) for p in t.partitions],
         } for t in response.topics] + [{
@@ -98,7 +98,7 @@ async def create_topics(gw, event) -> dict:
             await asyncio.get_running_loop().run_in_executor(
                 None, start_partition_leaders, gw.directory, gw.deployment, r.name, r.configs, range(r.num_partitions))
         results.append({
-            "name": r.name, "topic_id": r.topic_id or "00000000-0000-0000-0000-000000000000",
+            "name": r.name, "topic_id": r.topic_id or ZERO_UUID,
             "error_code": r.error_code, "error_message": r.error_message, "num_partitions": r.num_partitions,
             "replication_factor": 1 if not r.error_code else -1,
             "configs": [{"name": k, "value": str(v), "read_only": False, "config_source": 1, "is_sensitive": False}

@@ -36,6 +36,12 @@ async def _coordinator_call(gw, group_id: str, method: str, request, *args, time
     return await gw.call(name, method, request, *args, timeout_s=timeout_s)
 
 
+async def _coalesced_call(gw, group_id: str, method: str, request, *args):
+    """For the small requests every member sends often (heartbeats, commits)."""
+    name = naming.find_coordinator(naming.CoordinatorType.GROUP, group_id, gw.config)
+    return await gw.call_coalesced(name, method, request, *args)
+
+
 # ------------------------------------------------------------------ FindCoordinator
 
 # Kafka's FindCoordinatorRequest.CoordinatorType ids: GROUP, TRANSACTION, SHARE (from v6).
@@ -108,7 +114,7 @@ async def heartbeat(gw, event) -> dict:
     r = plain(event.request)
     request = HeartbeatRequest(r["group_id"], r["generation_id"], r["member_id"], r.get("group_instance_id"))
     try:
-        return _answer(await _coordinator_call(gw, request.group_id, "heartbeat", request))
+        return _answer(await _coalesced_call(gw, request.group_id, "heartbeat", request))
     except KafkaError as e:
         return {"throttle_time": 0, "error_code": e.code}
 
@@ -137,7 +143,7 @@ async def offset_commit(gw, event) -> dict:
     request = OffsetCommitRequest(r["group_id"], topics, r["generation_id_or_member_epoch"], r["member_id"],
                                   r.get("group_instance_id"))
     try:
-        return _answer(await _coordinator_call(gw, request.group_id, "offset_commit", request))
+        return _answer(await _coalesced_call(gw, request.group_id, "offset_commit", request))
     except KafkaError as e:
         return {"throttle_time": 0, "topics": [
             {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": e.code}

@@ -51,8 +51,8 @@ async def share_group_heartbeat(gw, event) -> dict:
     request = ShareGroupHeartbeatRequest(r["group_id"], r["member_id"], r["member_epoch"], r.get("rack_id"),
                                          None if topics is None else tuple(topics))
     try:
-        response = await gw.call(_group_coordinator(gw, request.group_id), "share_group_heartbeat", request,
-                                 event.client_id or "", "")
+        response = await gw.call_coalesced(_group_coordinator(gw, request.group_id), "share_group_heartbeat",
+                                           request, event.client_id or "", "")
     except KafkaError as e:
         return {"throttle_time": 0, "error_code": e.code, "error_message": e.message, "member_id": None,
                 "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}

@@ -141,58 +141,26 @@ def test_a_kafka_and_a_shoal_share_consumer_split_a_queue(cluster, bootstrap):
 
 # ------------------------------------------------------------------ on the wire
 
-def share_request(bootstrap, request_cls, data):
-    """One request built with kio over a fresh socket; the decoded response."""
-    import io
-    import socket
-    import struct
-
-    from kio.serial import entity_reader, entity_writer
-    from kio.static.primitive import i16, i32
-
-    from runtime.wire.entities import build, plain
-    from runtime.wire.versions import response_class
-    header_cls = request_cls.__header_schema__
-    buf = io.BytesIO()
-    entity_writer(header_cls)(buf, header_cls(request_api_key=i16(request_cls.__api_key__),
-                                             request_api_version=i16(request_cls.__version__),
-                                             correlation_id=i32(7), client_id="raw"))
-    entity_writer(request_cls)(buf, build(request_cls, data))
-    payload = buf.getvalue()
-    host, port = bootstrap.split(":")
-    with socket.create_connection((host, int(port)), timeout=30) as s:
-        s.sendall(struct.pack(">i", len(payload)) + payload)
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
-            chunk = s.recv(1 << 16)
-            assert chunk, "the gateway closed the connection"
-            data += chunk
-    cls = response_class(request_cls.__api_key__, request_cls.__version__)
-    _, offset = entity_reader(cls.__header_schema__)(memoryview(data[4:]), 0)
-    response, _ = entity_reader(cls)(memoryview(data[4:]), offset)
-    return plain(response)
-
-
 def test_share_session_errors_on_the_wire_change_nothing(cluster, bootstrap):
-    from kio.schema.share_acknowledge.v1.request import ShareAcknowledgeRequest
-    from kio.schema.share_fetch.v1.request import ShareFetchRequest
-
     from runtime.errors import Errors
+    from tests.gateway.raw import RawClient
+    client = RawClient(bootstrap)
+    SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
     cluster.create_topic("sq6", 1)
     produce(bootstrap, "sq6", 1)
     fetch = dict(group_id="sg6", member_id="m-raw", max_wait=0, min_bytes=1, max_bytes=1 << 20, max_records=10,
                  batch_size=10, topics=[], forgotten_topics_data=[])
     # No session for an incremental fetch or acknowledgement; a ShareAcknowledge cannot open one.
-    assert share_request(bootstrap, ShareFetchRequest, {**fetch, "share_session_epoch": 1})["error_code"] == \
+    assert client.request(SHARE_FETCH, 1, {**fetch, "share_session_epoch": 1})["error_code"] == \
         Errors.SHARE_SESSION_NOT_FOUND.code
     ack = dict(group_id="sg6", member_id="m-raw", topics=[])
-    assert share_request(bootstrap, ShareAcknowledgeRequest, {**ack, "share_session_epoch": 3})["error_code"] == \
+    assert client.request(SHARE_ACKNOWLEDGE, 1, {**ack, "share_session_epoch": 3})["error_code"] == \
         Errors.SHARE_SESSION_NOT_FOUND.code
-    assert share_request(bootstrap, ShareAcknowledgeRequest, {**ack, "share_session_epoch": 0})["error_code"] == \
+    assert client.request(SHARE_ACKNOWLEDGE, 1, {**ack, "share_session_epoch": 0})["error_code"] == \
         Errors.INVALID_SHARE_SESSION_EPOCH.code
     # A member the group does not have opens a session but acquires nothing.
     topic_id = cluster.describe_topics(["sq6"])[0].topic_id
-    opened = share_request(bootstrap, ShareFetchRequest, {**fetch, "share_session_epoch": 0, "topics": [
+    opened = client.request(SHARE_FETCH, 1, {**fetch, "share_session_epoch": 0, "topics": [
         {"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}]})
     (part,) = opened["responses"][0]["partitions"]
     assert part["error_code"] == Errors.UNKNOWN_MEMBER_ID.code and not part["acquired_records"]

@@ -1,0 +1,69 @@
+"""Request coalescing: small requests bound for the same actor method (heartbeats, commits)
+travel together in one Ray call, so the call's cost (~1 ms) is paid per batch, not per
+request.
+
+Calls are gathered per (actor name, method). The first one opens a batch that leaves at the
+end of the current event-loop turn, so whatever arrives in that turn joins it; while a
+batch is out, everything that arrives waits for it to come back and then leaves as the next
+batch. The far side is `ShardHost.batched(method, calls)`, which runs the calls in one turn
+of the coordinator and answers each apart: every call keeps its own answer and its own
+error. A failure of the Ray call itself (the actor away) fails every call of that batch.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Awaitable, Callable, Hashable
+
+# Keeps one Ray message of reasonable size when thousands of calls wait at once.
+MAX_BATCH = 1000
+
+Send = Callable[[str, str, list[tuple]], Awaitable[list]]
+
+
+class Coalescer:
+    """`send(name, method, calls)` makes the batched call and returns one result per call,
+    an exception standing for that call's error."""
+
+    def __init__(self, send: Send, max_batch: int = MAX_BATCH) -> None:
+        self._send = send
+        self._max_batch = max_batch
+        self._waiting: dict[Hashable, list[tuple[tuple, asyncio.Future]]] = {}
+        self._busy: set[Hashable] = set()  # keys whose batch is open or out
+        self.calls = self.batches = 0  # sent so far: how much gathering there was
+
+    async def call(self, name: str, method: str, *args) -> Any:
+        key = (name, method)
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(key, []).append((args, future))
+        if key not in self._busy:
+            self._busy.add(key)
+            asyncio.get_running_loop().call_soon(self._dispatch, key)
+        return await future
+
+    def _dispatch(self, key) -> None:
+        waiting = self._waiting.get(key)
+        if not waiting:
+            self._busy.discard(key)
+            self._waiting.pop(key, None)
+            return
+        batch, self._waiting[key] = waiting[:self._max_batch], waiting[self._max_batch:]
+        self.calls += len(batch)
+        self.batches += 1
+        task = asyncio.ensure_future(self._send(*key, [args for args, _ in batch]))
+        task.add_done_callback(lambda t: self._answer(key, batch, t))
+
+    def _answer(self, key, batch, task: asyncio.Task) -> None:
+        try:
+            results = task.result()
+            if len(results) != len(batch):
+                raise RuntimeError(f"{len(results)} answers to a batch of {len(batch)}")
+        except BaseException as e:  # the batch as a whole failed: so did each of its calls
+            results = [e] * len(batch)
+        for (_, future), result in zip(batch, results):
+            if future.done():  # its caller went away (connection closed)
+                continue
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+        self._dispatch(key)
