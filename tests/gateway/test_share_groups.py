@@ -162,6 +162,7 @@ def test_share_session_errors_on_the_wire_change_nothing(cluster, bootstrap):
     topic_id = cluster.describe_topics(["sq6"])[0].topic_id
     opened = client.request(SHARE_FETCH, 1, {**fetch, "share_session_epoch": 0, "topics": [
         {"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}]})
+    client.close()
     (part,) = opened["responses"][0]["partitions"]
     assert part["error_code"] == Errors.UNKNOWN_MEMBER_ID.code and not part["acquired_records"]
 
