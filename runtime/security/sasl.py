@@ -14,6 +14,8 @@ from . import scram
 
 PLAIN = "PLAIN"
 MECHANISMS = (PLAIN, *scram.MECHANISMS)
+# Kafka's default is GSSAPI, which shoal does not implement: every mechanism it does.
+DEFAULT_MECHANISMS = ",".join(MECHANISMS)
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 

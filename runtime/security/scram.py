@@ -41,6 +41,12 @@ def hash_name(mechanism: str) -> str:
         raise KafkaError(Errors.UNSUPPORTED_SASL_MECHANISM, f"unknown SCRAM mechanism {mechanism!r}") from None
 
 
+def mechanism_type(mechanism: str) -> int:
+    """The mechanism's code in AlterUserScramCredentials and DescribeUserScramCredentials."""
+    hash_name(mechanism)
+    return MECHANISMS[mechanism][1]
+
+
 def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
     """RFC 5802's Hi(password, salt, i): what AlterUserScramCredentials carries."""
     return hashlib.pbkdf2_hmac(hash_name(mechanism), password.encode(), salt, iterations)
