@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import secrets
 import shutil
 import tempfile
 import uuid
@@ -14,6 +15,8 @@ from typing import Any
 import ray
 
 from runtime.errors import Errors, KafkaError
+from runtime.security import scram
+from runtime.security.sasl import DEFAULT_MECHANISMS, parse_mechanisms
 from runtime.messages.topics import (CreatableTopic, CreatableTopicConfig, CreatePartitionsRequest,
                                      CreatePartitionsTopic, CreateTopicsRequest, DeleteTopicsRequest,
                                      MetadataRequest)
@@ -106,12 +109,22 @@ def topics_changed(directory: ActorDirectory, config: dict) -> None:
 def _check_listeners(config: dict) -> None:
     """A listener the gateways could not serve is refused before anything is deployed."""
     from .server.gateway import parse_listeners
+    from .server.tls import server_context
     for key in ("listeners", "advertised.listeners"):
         if config.get(key):
             try:
-                parse_listeners(config[key])
+                listeners = parse_listeners(config[key], config.get("listener.security.protocol.map"))
             except ValueError as e:
                 raise KafkaError(Errors.INVALID_CONFIG, f"{key}: {e}") from None
+            if key == "listeners" and any(listener.tls for listener in listeners):
+                try:
+                    server_context(config)
+                except ValueError as e:
+                    raise KafkaError(Errors.INVALID_CONFIG, str(e)) from None
+    try:
+        parse_mechanisms(config.get("sasl.enabled.mechanisms", DEFAULT_MECHANISMS))
+    except ValueError as e:
+        raise KafkaError(Errors.INVALID_CONFIG, f"sasl.enabled.mechanisms: {e}") from None
 
 
 class Cluster:
@@ -179,6 +192,9 @@ class Cluster:
         if config.get("listeners"):
             _check_listeners(config)
         os.makedirs(data_dir, exist_ok=True)
+        # Passwords given in the config are stored hashed, as users added later; the config
+        # every actor gets does not hold them.
+        initial_users = config.pop("sasl.users", None) or {}
         config = {**config, naming.NAMESPACE_KEY: namespace}
         deployment = {"data_dir": data_dir, "config": config, "namespace": namespace, "detached": detached}
         cluster = cls(namespace, deployment, owns_ray=owns_ray, owns_data_dir=owns_data_dir, owns_deployment=True)
@@ -188,6 +204,11 @@ class Cluster:
         status = ray.get(controller.ready.remote(), timeout=120)
         if status["state"] != "active":
             raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"the controller did not load: {status['error']}")
+        scram_enabled = [m for m in parse_mechanisms(config.get("sasl.enabled.mechanisms", DEFAULT_MECHANISMS))
+                         if m in scram.MECHANISMS] or ["SCRAM-SHA-256"]  # PLAIN checks against a SCRAM credential
+        for user, password in initial_users.items():
+            for mechanism in scram_enabled:
+                cluster.add_user(user, password, mechanism)
         refs = []
         for class_path, key_type in COORDINATORS:
             for partition, name in enumerate(naming.every_coordinator(key_type, config)):
@@ -241,14 +262,22 @@ class Cluster:
 
     @property
     def bootstrap_servers(self) -> str:
-        """host:port of every Kafka gateway (one per node), comma-separated as Kafka clients
-        take them (config "listeners")."""
+        """host:port of every Kafka gateway (one per node) on the first listener of config
+        "listeners", comma-separated as Kafka clients take them."""
+        return self.bootstrap_servers_of(None)
+
+    def bootstrap_servers_of(self, listener: str | None) -> str:
+        """As bootstrap_servers, on the listener named `listener` (PLAINTEXT, SSL, ...)."""
         if not self.config.get("listeners"):
             raise KafkaError(Errors.INVALID_CONFIG, "no Kafka gateway: the cluster was started without listeners")
         prefix = naming.gateway(0)[:-1]
         names = sorted((n for n in self.actors() if n.startswith(prefix)), key=lambda n: int(n[len(prefix):]))
-        addresses = ray.get([self._actor(n).start.remote() for n in names], timeout=30)
-        return ",".join(f"{a['host']}:{a['port']}" for a in addresses)
+        ray.get([self._actor(n).start.remote() for n in names], timeout=30)
+        addresses = ray.get([self._actor(n).addresses.remote() for n in names], timeout=30)
+        name = (listener or next(iter(addresses[0]))).upper() if addresses else listener
+        if addresses and name not in addresses[0]:
+            raise KafkaError(Errors.INVALID_CONFIG, f"no listener {listener!r}; there are {sorted(addresses[0])}")
+        return ",".join(a[name] for a in addresses)
 
     def partition_leader(self, topic: str, partition: int) -> Any:
         return self._actor(naming.partition_leader(topic, partition))
@@ -293,6 +322,45 @@ class Cluster:
         """The share coordinator actor that keeps the state of `group_id` on the topic partition."""
         key = naming.share_coordinator_key(group_id, self.describe_topic(topic).topic_id, partition)
         return self._actor(naming.find_coordinator(naming.CoordinatorType.SHARE, key, self.config))
+
+    # ------------------------------------------------------------------ users
+
+    def add_user(self, name: str, password: str, mechanism: str = "SCRAM-SHA-256",
+                 iterations: int = scram.MIN_ITERATIONS) -> None:
+        """Create or replace the user's credential for one SCRAM mechanism (SASL PLAIN checks
+        passwords against any of them). The password is salted and hashed here, as Kafka's
+        admin client does; only keys derived from it are stored."""
+        salt = secrets.token_bytes(32)
+        scram.check_iterations(iterations)
+        self._alter_users([], [{"name": name, "mechanism": scram.mechanism_type(mechanism),
+                                "iterations": iterations, "salt": salt,
+                                "salted_password": scram.salted_password(mechanism, password, salt, iterations)}])
+
+    def delete_user(self, name: str, mechanism: str | None = None) -> None:
+        """Remove the user's credential for `mechanism`, or all of them."""
+        if mechanism is None:
+            codes = [c["mechanism"] for c in self._describe_users([name])[0]["credential_infos"]]
+        else:
+            codes = [scram.mechanism_type(mechanism)]
+        self._alter_users([{"name": name, "mechanism": code} for code in codes], [])
+
+    def list_users(self) -> list[dict]:
+        """{"user", "mechanism", "iterations"} of every stored credential."""
+        return [{"user": r["user"], "mechanism": scram.MECHANISM_TYPES[c["mechanism"]], "iterations": c["iterations"]}
+                for r in self._describe_users(None) for c in r["credential_infos"]]
+
+    def _alter_users(self, deletions: list[dict], upsertions: list[dict]) -> None:
+        for result in self._call(naming.CONTROLLER, "alter_user_scram_credentials", deletions, upsertions):
+            if result["error_code"]:
+                raise KafkaError(Errors.for_code(result["error_code"]), result["error_message"])
+
+    def _describe_users(self, names: list[str] | None) -> list[dict]:
+        answer = self._call(naming.CONTROLLER, "describe_user_scram_credentials",
+                            None if names is None else [{"name": n} for n in names])
+        for result in answer["results"]:
+            if result["error_code"]:
+                raise KafkaError(Errors.for_code(result["error_code"]), result["error_message"])
+        return answer["results"]
 
     # ------------------------------------------------------------------ topics
 

@@ -22,6 +22,7 @@ from .errors import CorruptRecordError
 # The modules that define record types. Importing them fills the registry.
 RECORD_MODULES = (
     "runtime.topics.records",
+    "runtime.security.users",
     "runtime.group.records",
     "runtime.share.records",
     "runtime.txn.records",

@@ -11,7 +11,8 @@ import os
 import sys
 from typing import Any, Callable
 
-from runtime.errors import KafkaError
+from runtime.errors import Errors, KafkaError
+from runtime.security import scram
 
 from .. import naming
 from ..config import parse_value
@@ -142,6 +143,33 @@ def cmd_topics_delete(args) -> None:
     print(f"Deleted topic {args.topic}.")
 
 
+# ---------------------------------------------------------------------- users
+
+def cmd_users_add(args) -> None:
+    """The password comes from --password or standard input (never echoed when a terminal)."""
+    password = args.password
+    if password is None:
+        import getpass
+        password = getpass.getpass(f"password of {args.user}: ") if sys.stdin.isatty() else sys.stdin.readline()
+        password = password.rstrip("\n")
+    if not password:
+        raise KafkaError(Errors.UNACCEPTABLE_CREDENTIAL, "the password must not be empty")
+    cluster = _connect(args)
+    for mechanism in args.mechanism or ["SCRAM-SHA-256"]:
+        cluster.add_user(args.user, password, mechanism, args.iterations)
+    print(f"Set the {', '.join(args.mechanism or ['SCRAM-SHA-256'])} credentials of user {args.user}.")
+
+
+def cmd_users_delete(args) -> None:
+    cluster = _connect(args)
+    cluster.delete_user(args.user, args.mechanism)
+    print(f"Deleted the {args.mechanism or 'SCRAM'} credentials of user {args.user}.")
+
+
+def cmd_users_list(args) -> None:
+    emit(args, _connect(args).list_users(), ["user", "mechanism", "iterations"])
+
+
 # ---------------------------------------------------------------------- console clients
 
 def cmd_console_producer(args) -> None:
@@ -242,6 +270,21 @@ def build_parser() -> argparse.ArgumentParser:
     x = tsub.add_parser("delete", help="delete a topic and its data")
     x.add_argument("topic")
     x.set_defaults(func=cmd_topics_delete)
+
+    users = sub.add_parser("users", help="add, delete and list SASL/SCRAM users")
+    usub = users.add_subparsers(dest="users_command", required=True)
+    ua = usub.add_parser("add", help="create a user, or set its password")
+    ua.add_argument("user")
+    ua.add_argument("--password", help="the password (default: read from standard input)")
+    ua.add_argument("--mechanism", action="append", choices=list(scram.MECHANISMS),
+                    help="SCRAM mechanism to store a credential for; repeatable (default SCRAM-SHA-256)")
+    ua.add_argument("--iterations", type=int, default=scram.MIN_ITERATIONS)
+    ua.set_defaults(func=cmd_users_add)
+    ud = usub.add_parser("delete", help="delete a user's credentials")
+    ud.add_argument("user")
+    ud.add_argument("--mechanism", choices=list(scram.MECHANISMS), help="only this mechanism's (default: all)")
+    ud.set_defaults(func=cmd_users_delete)
+    usub.add_parser("list", help="users and their SCRAM mechanisms").set_defaults(func=cmd_users_list)
 
     cp = sub.add_parser("console-producer", help="send lines of standard input as records")
     cp.add_argument("topic")

@@ -54,6 +54,17 @@ class ControllerActor(ShardHost):
         # itself reaches the caller, whose retry loop treats it as retriable.
         return await self._read(lambda shard: shard.metadata(request))
 
+    async def alter_user_scram_credentials(self, deletions: list[dict], upsertions: list[dict]) -> list[dict]:
+        """Kafka's AlterUserScramCredentials in plain values: one result per user."""
+        return await self._write(lambda shard, now: shard.alter_user_scram_credentials(deletions, upsertions, now))
+
+    async def describe_user_scram_credentials(self, users: list[dict] | None) -> dict:
+        return await self._read(lambda shard: shard.describe_user_scram_credentials(users))
+
+    async def scram_credentials(self, user: str) -> dict:
+        """A user's credentials by SCRAM mechanism, for the gateways' authentication."""
+        return await self._read(lambda shard: shard.scram_credentials(user))
+
     async def ensure_share_partition(self, group_id: str, topic: str, topic_id: str, partition: int) -> None:
         """Create the SharePartition actor of the group on the topic partition unless one
         runs: on the partition leader's node when it answers (soft), owned by this controller

@@ -19,6 +19,7 @@ connections.max.idle.ms, half a request sent or not, is closed too.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from dataclasses import dataclass
@@ -29,13 +30,16 @@ from runtime.wire.connection import ProtocolError, RequestReceived, ServerConnec
 from runtime.wire.entities import build, error_response
 from runtime.wire.frames import SOCKET_REQUEST_MAX_BYTES
 from runtime.wire.versions import api_versions_response, response_class
+from runtime.security.sasl import DEFAULT_MECHANISMS, SaslServer
 from runtime.share.sessions import MAX_SHARE_SESSIONS, ShareSessionCache
 
-from . import (gateway_admin, gateway_consumer_groups, gateway_data, gateway_groups, gateway_share,
-               gateway_txn)
+from . import (gateway_admin, gateway_consumer_groups, gateway_data, gateway_groups, gateway_sasl,
+               gateway_share, gateway_txn, gateway_users)
 from .coalescing import Coalescer
 from .gateway_brokers import Brokers
+from .gateway_context import CONNECTION, LISTENER
 from .shard_host import _truthy
+from .tls import server_context
 from .topic_ids import TopicIds
 from ..errors import to_kafka_error
 from ..retry import ActorDirectory
@@ -46,25 +50,55 @@ log = logging.getLogger(__name__)
 CONNECTIONS_MAX_IDLE_MS = 600000
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
 @dataclass(frozen=True)
 class Listener:
     name: str
     host: str
     port: int
+    security_protocol: str
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
 
 
-def parse_listeners(value: str) -> list[Listener]:
-    """Kafka's `listeners` syntax: comma-separated NAME://host:port. Only PLAINTEXT is
-    served so far; an empty host means every interface, as in Kafka."""
+def parse_protocol_map(value: str | None) -> dict[str, str]:
+    """Kafka's listener.security.protocol.map, NAME:PROTOCOL,...; a listener named after a
+    protocol needs no entry."""
+    out = {p: p for p in SECURITY_PROTOCOLS}
+    for item in filter(None, (s.strip() for s in str(value or "").split(","))):
+        name, sep, protocol = item.partition(":")
+        if not sep or protocol.strip().upper() not in SECURITY_PROTOCOLS:
+            raise ValueError(f"listener.security.protocol.map entry {item!r} is not NAME:{'|'.join(SECURITY_PROTOCOLS)}")
+        out[name.strip().upper()] = protocol.strip().upper()
+    return out
+
+
+def parse_listeners(value: str, protocol_map: str | None = None) -> list[Listener]:
+    """Kafka's `listeners` syntax: comma-separated NAME://host:port, each name once, its
+    security protocol the name itself or its entry in `protocol_map`. An empty host means
+    every interface, as in Kafka."""
+    protocols = parse_protocol_map(protocol_map)
     out = []
     for item in filter(None, (s.strip() for s in str(value).split(","))):
         name, sep, address = item.partition("://")
         host, colon, port = address.rpartition(":")
         if not sep or not colon or not port.isdigit():
             raise ValueError(f"listener {item!r} is not NAME://host:port")
-        if name.upper() != "PLAINTEXT":
-            raise ValueError(f"listener {item!r}: only PLAINTEXT is served so far")
-        out.append(Listener(name.upper(), host.strip("[]") or "0.0.0.0", int(port)))
+        name = name.upper()
+        if name not in protocols:
+            raise ValueError(f"listener {item!r}: {name} is not a security protocol "
+                             f"({', '.join(SECURITY_PROTOCOLS)}) nor in listener.security.protocol.map")
+        if any(listener.name == name for listener in out):
+            raise ValueError(f"listener {name} named twice")
+        out.append(Listener(name, host.strip("[]") or "0.0.0.0", int(port), protocols[name]))
     if not out:
         raise ValueError("no listener given")
     return out
@@ -82,6 +116,8 @@ HANDLERS: dict[int, tuple[int, int, Handler]] = {
     **gateway_txn.HANDLERS,
     **gateway_admin.HANDLERS,
     **gateway_consumer_groups.HANDLERS,
+    **gateway_sasl.HANDLERS,
+    **gateway_users.HANDLERS,
 }
 VERSIONS = {api_key: (low, high) for api_key, (low, high, _) in HANDLERS.items()}
 
@@ -97,9 +133,13 @@ class GatewayActor:
         self.config: dict = self.deployment["config"]
         self.namespace: str = self.deployment["namespace"]
         self.directory = ActorDirectory(self.namespace)
-        self.listener = parse_listeners(self.config["listeners"])[0]
-        self.host, self.port = self.listener.host, self.listener.port
-        self._server: asyncio.base_events.Server | None = None
+        protocol_map = self.config.get("listener.security.protocol.map")
+        self.listeners = parse_listeners(self.config["listeners"], protocol_map)
+        advertised = self.config.get("advertised.listeners")
+        self._advertised = {a.name: a for a in parse_listeners(advertised, protocol_map)} if advertised else {}
+        self._ports = {listener.name: listener.port for listener in self.listeners}
+        self._sasl_mechanisms = self.config.get("sasl.enabled.mechanisms", DEFAULT_MECHANISMS)
+        self._servers: list[asyncio.base_events.Server] = []
         self._connections = 0
         self._idle_s = int(self.config.get("connections.max.idle.ms", CONNECTIONS_MAX_IDLE_MS)) / 1000
         self._max_request_bytes = int(self.config.get("socket.request.max.bytes", SOCKET_REQUEST_MAX_BYTES))
@@ -112,39 +152,50 @@ class GatewayActor:
         self._coalescer = Coalescer(self._call_batched) if coalesce else None
 
     async def start(self) -> dict:
-        """Bind the listener (port 0: an ephemeral port) and serve; returns the address."""
-        if self._server is None:
-            self._server = await asyncio.start_server(self._serve, self.host, self.listener.port)
-            self.port = self._server.sockets[0].getsockname()[1]
-        return self.address()
+        """Bind every listener (port 0: an ephemeral port) and serve; returns the first
+        listener's address (`addresses()` has them all)."""
+        if not self._servers:
+            for listener in self.listeners:
+                context = server_context(self.config) if listener.tls else None
+                server = await asyncio.start_server(functools.partial(self._serve, listener), listener.host,
+                                                    listener.port, ssl=context)
+                self._servers.append(server)
+                self._ports[listener.name] = server.sockets[0].getsockname()[1]
+        return self.address(self.listeners[0].name)
 
-    def address(self) -> dict:
-        """What Metadata and FindCoordinator tell clients: advertised.listeners if set, else
-        the bound listener. Every node's gateway shares the config, so an empty or wildcard
-        host stands for this node's address, and port 0 for the port bound."""
-        host, port = self.host, self.port
-        advertised = self.config.get("advertised.listeners")
-        if advertised:
-            a = parse_listeners(advertised)[0]
-            host, port = a.host, a.port or self.port
+    def addresses(self) -> dict[str, str]:
+        """host:port of each listener, by its name."""
+        return {name: f"{a['host']}:{a['port']}" for name in self._ports for a in [self.address(name)]}
+
+    def address(self, listener: str | None = None) -> dict:
+        """What Metadata and FindCoordinator tell clients of `listener` (by default the one the
+        request came on): its advertised.listeners entry if any, else the bound listener.
+        Every node's gateway shares the config, so an empty or wildcard host stands for this
+        node's address, and port 0 for the port bound."""
+        name = listener or LISTENER.get() or self.listeners[0].name
+        bound = next(x for x in self.listeners if x.name == name)
+        host, port = bound.host, self._ports[name]
+        if name in self._advertised:
+            a = self._advertised[name]
+            host, port = a.host, a.port or port
         if host in ("0.0.0.0", "::"):
             host = self._node_ip
         return {"node_id": self.node_id, "host": host, "port": port}
 
-    def broker(self) -> dict:
+    def broker(self, listener: str | None = None) -> dict:
         """This gateway as a broker of Metadata, with the Ray node it runs on."""
-        return {**self.address(), "rack": None, "ray_node": self.ray_node}
+        return {**self.address(listener), "rack": None, "ray_node": self.ray_node}
 
     async def ready(self) -> dict:
         return await self.status()
 
     async def status(self) -> dict:
-        a = self.address()
         coalesced = None if self._coalescer is None else {"calls": self._coalescer.calls,
                                                           "batches": self._coalescer.batches}
-        return {"name": f"gateway {a['host']}:{a['port']}", "state": "active" if self._server else "initial",
+        addresses = ",".join(self.addresses().values())
+        return {"name": f"gateway {addresses}", "state": "active" if self._servers else "initial",
                 "error": None, "connections": self._connections, "pid": os.getpid(),
-                "address": f"{a['host']}:{a['port']}", "broker_id": self.node_id, "node_id": self.ray_node,
+                "address": addresses, "broker_id": self.node_id, "node_id": self.ray_node,
                 "coalesced": coalesced}
 
     # ------------------------------------------------------------------ calls on actors
@@ -181,12 +232,14 @@ class GatewayActor:
 
     # ------------------------------------------------------------------ connections
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._connections += 1
-        conn = ServerConnection(VERSIONS, self._max_request_bytes)
+        sasl = SaslServer(self._sasl_mechanisms) if listener.sasl else None
+        conn = ServerConnection(VERSIONS, self._max_request_bytes, sasl)
         tasks: set[asyncio.Task] = set()
         peer = writer.get_extra_info("peername")
-        gateway_share.CONNECTION.set(conn)  # the requests' tasks below inherit it
+        CONNECTION.set(conn)  # the requests' tasks below inherit them
+        LISTENER.set(listener.name)
         try:
             while True:
                 try:
@@ -226,6 +279,8 @@ class GatewayActor:
             return
         if data and not writer.is_closing():
             writer.write(data)
+        if conn.closed:  # the answer to a failed authentication was the last
+            writer.close()
 
     async def _respond(self, event: RequestReceived):
         """The kio response to one request (None for a request that gets none)."""

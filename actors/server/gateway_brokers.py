@@ -6,6 +6,10 @@ on the node where that partition-leader or coordinator actor runs, so the client
 stay on that node; when no gateway is there (the actor moved to a node without one), it is
 the gateway answering.
 
+Each listener has its own endpoints: a broker is described by the listener the asking
+request came on (gateway_context.LISTENER), so a client of a TLS listener is sent on to
+TLS listeners.
+
 Any gateway can serve any request (it calls the actors wherever they are), so a stale
 answer costs one hop, never a wrong result: the lookups are cached for a few seconds
 rather than tracked.
@@ -18,6 +22,7 @@ import time
 import ray
 
 from .. import naming
+from .gateway_context import LISTENER
 
 CACHE_S = 5.0
 GATEWAY_PREFIX = naming.gateway(0).rsplit("/", 1)[0] + "/"
@@ -29,20 +34,21 @@ class Brokers:
         self.namespace = namespace
         self.directory = directory
         self._me = me
-        self._brokers: tuple[float, list[dict]] = (0.0, [])
+        self._brokers: dict[str | None, tuple[float, list[dict]]] = {}
         self._nodes: dict[str, tuple[float, str | None]] = {}
 
     async def all(self) -> list[dict]:
         """{"node_id", "host", "port", "rack", "ray_node"} of every gateway, by node id."""
-        at, brokers = self._brokers
+        listener = LISTENER.get()
+        at, brokers = self._brokers.get(listener, (0.0, []))
         if time.monotonic() - at < CACHE_S and brokers:
             return brokers
         names = await asyncio.get_running_loop().run_in_executor(None, self._gateway_names)
         me = self._me()
-        described = await asyncio.gather(*(self._describe(n, me) for n in names))
+        described = await asyncio.gather(*(self._describe(n, me, listener) for n in names))
         brokers = sorted({b["node_id"]: b for b in (me, *filter(None, described))}.values(),
                          key=lambda b: b["node_id"])
-        self._brokers = (time.monotonic(), brokers)
+        self._brokers[listener] = (time.monotonic(), brokers)
         return brokers
 
     async def for_actor(self, name: str) -> dict:
@@ -57,11 +63,11 @@ class Brokers:
         return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
                 if a["namespace"] == self.namespace and a["name"].startswith(GATEWAY_PREFIX)]
 
-    async def _describe(self, name: str, me: dict) -> dict | None:
+    async def _describe(self, name: str, me: dict, listener: str | None) -> dict | None:
         if name == naming.gateway(me["node_id"]):
             return None
         try:
-            return await asyncio.wait_for(self.directory.get(name).broker.remote(), 5)
+            return await asyncio.wait_for(self.directory.get(name).broker.remote(listener), 5)
         except Exception:
             self.directory.forget(name)
             return None  # gone with its node: not a broker any more

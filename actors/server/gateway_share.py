@@ -15,7 +15,6 @@ does.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import time
 
@@ -30,14 +29,10 @@ from runtime.wire.storage import fetched_records
 
 from .. import naming
 from ..retry import ActorNotFound
+from .gateway_context import CONNECTION
 from .gateway_data import UNKNOWN_AUTHORIZED_OPERATIONS
 
 log = logging.getLogger(__name__)
-
-# The connection a request came on (set by the gateway per connection): share sessions end
-# with their connection.
-CONNECTION: contextvars.ContextVar = contextvars.ContextVar("connection", default=None)
-
 
 def _group_coordinator(gw, group_id: str) -> str:
     return naming.find_coordinator(naming.CoordinatorType.GROUP, group_id, gw.config)

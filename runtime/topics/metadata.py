@@ -1,4 +1,5 @@
-"""The controller's shard: which topics exist, their ids, partition counts and configs.
+"""The controller's shard: which topics exist, their ids, partition counts and configs; and
+the users' SCRAM credentials (runtime.security.users), the cluster's other metadata.
 
 Topic ids are passed in (the actor draws a UUID); nothing here is random.
 """
@@ -15,6 +16,8 @@ from ..messages.topics import (AlterTopicConfigRequest, AlterTopicConfigResponse
                                CreatePartitionsTopicResult, CreateTopicsRequest, CreateTopicsResponse,
                                DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse, MetadataRequest,
                                MetadataResponse, MetadataResponsePartition, MetadataResponseTopic)
+from ..security import users
+from ..security.scram import ScramCredential
 from .records import TopicKey, topic_record, topic_tombstone
 from .internal import is_internal
 
@@ -75,8 +78,12 @@ class TopicMetadataShard(CoordinatorShard):
     def __init__(self, context: CoordinatorContext) -> None:
         self.context = context
         self.topics: dict[str, TopicInfo] = {}
+        self.credentials: users.Credentials = {}
 
     def replay(self, offset: int, record: Record) -> None:
+        if type(record.key) is users.ScramCredentialKey:
+            users.replay(self.credentials, record)
+            return
         if type(record.key) is not TopicKey:
             raise ValueError(f"the metadata log does not hold {type(record.key).__name__} records")
         if record.value is None:
@@ -152,7 +159,17 @@ class TopicMetadataShard(CoordinatorShard):
             records.append(topic_record(info.name, info.topic_id, info.partitions, updated))
         return Result(records, AlterTopicConfigResponse(info.name, configs=updated))
 
+    def alter_user_scram_credentials(self, deletions: list[dict], upsertions: list[dict], now_ms: int) -> Result:
+        records, results = users.alter(self.credentials, deletions, upsertions)
+        return Result(records, results)
+
     # ------------------------------------------------------------------ reads
+
+    def describe_user_scram_credentials(self, names: list[dict] | None) -> dict:
+        return users.describe(self.credentials, names)
+
+    def scram_credentials(self, user: str) -> dict[str, ScramCredential]:
+        return dict(self.credentials.get(user, {}))
 
     def metadata(self, request: MetadataRequest) -> MetadataResponse:
         names = sorted(self.topics) if request.topics is None else request.topics

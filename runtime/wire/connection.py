@@ -11,6 +11,10 @@ ApiVersions request of an unknown version is taken as version 0 and answered
 UNSUPPORTED_VERSION; an unknown API key, any other unsupported version, or a header or body
 that does not parse is an invalid request and the connection is closed (bytes after a body
 that parses are left unread, as Kafka leaves them).
+
+On a SASL listener the connection holds the SaslServer (runtime.security.sasl) that says
+which requests may come before authentication; any other closes the connection unanswered,
+and the answer to a failed authentication is the last thing sent.
 """
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ from dataclasses import dataclass, field
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 
+from ..errors import KafkaError
+from ..security.sasl import SaslServer
 from .frames import SOCKET_REQUEST_MAX_BYTES, FrameError, FrameReader, frame
 from .versions import API_VERSIONS, check_table, request_class, response_class
 
@@ -46,8 +52,10 @@ class RequestReceived:
 
 
 class ServerConnection:
-    def __init__(self, versions: dict[int, tuple[int, int]], max_request_bytes: int = SOCKET_REQUEST_MAX_BYTES):
+    def __init__(self, versions: dict[int, tuple[int, int]], max_request_bytes: int = SOCKET_REQUEST_MAX_BYTES,
+                 sasl: SaslServer | None = None):
         self.versions = check_table(versions)
+        self.sasl = sasl
         self._frames = FrameReader(max_request_bytes)
         self._closed: str | None = None
         self._next_seq = 0
@@ -92,6 +100,8 @@ class ServerConnection:
         out = []
         while self._awaited and self._awaited[0] in self._ready:
             out.append(self._ready.pop(self._awaited.popleft()))
+        if self.sasl is not None and self.sasl.failed:
+            self._closed = "SASL authentication failed"
         return b"".join(out)
 
     # ------------------------------------------------------------------ internals
@@ -99,6 +109,11 @@ class ServerConnection:
     def _parse(self, payload: bytes) -> RequestReceived:
         api_key, version = _API.unpack_from(payload)
         seq, self._next_seq = self._next_seq, self._next_seq + 1
+        if self.sasl is not None:
+            try:
+                self.sasl.check_request(api_key)
+            except KafkaError as e:
+                self._fail(str(e))
         supported = self.versions.get(api_key)
         if supported is None:
             self._fail(f"unknown or unserved API key {api_key}")
