@@ -132,15 +132,14 @@ def test_bytes_after_the_body_are_ignored_as_kafka_ignores_them():
     assert plain(event.request)["topics"] is None and not conn.closed
 
 
-def test_zero_bytes_after_a_flexible_body_are_taken():
-    """librdkafka's AlterUserScramCredentials ends with a second empty tagged-field section."""
+def test_a_second_tagged_field_section_after_a_flexible_body_is_ignored():
+    """librdkafka's AlterUserScramCredentials ends with a second, empty tagged-field section."""
     _, data = client_bytes(MetadataRequest[9](topics=None, allow_auto_topic_creation=False,
                                               include_cluster_authorized_operations=False,
                                               include_topic_authorized_operations=False))
     conn = ServerConnection(TABLE)
     conn.receive_data(frame(data[4:] + b"\x00"))
-    assert conn.next_event().api_version == 9
-    closes(frame(data[4:] + b"\x01"))
+    assert conn.next_event().api_version == 9 and not conn.closed
 
 
 def test_a_frame_shorter_than_a_header_closes():
