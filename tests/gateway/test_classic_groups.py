@@ -25,9 +25,10 @@ PARTITIONS = 6
 def produce(bootstrap: str, topic: str, count: int) -> None:
     producer = KafkaProducer(bootstrap_servers=bootstrap)
     try:
-        for i in range(count):
-            producer.send(topic, value=b"%d" % i, partition=i % PARTITIONS)
+        sent = [producer.send(topic, value=b"%d" % i, partition=i % PARTITIONS) for i in range(count)]
         producer.flush(30)
+        for f in sent:
+            f.get(0)
     finally:
         producer.close()
 
