@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaProducer
 
 from tests.conftest import ROOT, wait_until
@@ -135,7 +136,7 @@ def test_a_group_mixing_shoal_kafka_python_and_librdkafka(cluster, bootstrap):
         assert sorted(every) == sorted((p, o) for p in range(PARTITIONS) for o in range(10))  # each once
         for assigned, got in zip(assignments, reads):
             assert {p for p, _ in got} == assigned
-        # describe shows every member's assignment, decoded from Kafka's ConsumerProtocol bytes
+        # every admin client describes each member's assignment (Kafka's ConsumerProtocol bytes)
         admin = KafkaAdminClient(bootstrap_servers=bootstrap)
         try:
             described = admin.describe_groups([group])[group]
@@ -148,6 +149,10 @@ def test_a_group_mixing_shoal_kafka_python_and_librdkafka(cluster, bootstrap):
         assert theirs == sorted(sorted(a) for a in assignments)
         ours_described = cluster.admin().describe_groups([group])[group]
         assert sorted(sorted(tp.partition for tp in m.assignment) for m in ours_described.members) == theirs
+        librdkafka = AdminClient({"bootstrap.servers": bootstrap})  # kept: its requests die with it
+        rd_described = librdkafka.describe_consumer_groups([group])[group].result(30)
+        assert sorted(sorted(tp.partition for tp in m.assignment.topic_partitions)
+                      for m in rd_described.members) == theirs
     finally:
         ours.close()
         for m in members[1:]:
@@ -166,7 +171,6 @@ def test_clients_rediscover_a_killed_group_coordinator_and_no_commit_is_lost(clu
     import ray
     group = topic = "coordinator-killed"
     cluster.create_topic(topic, PARTITIONS)
-    produce(bootstrap, topic, 60)
     members = [member("kafka-python", bootstrap, group, topic, "range"),
                member("confluent", bootstrap, group, topic, "range")]
     read, acked = {}, {}  # partition -> its records read; -> the offset a commit acknowledged
@@ -190,6 +194,7 @@ def test_clients_rediscover_a_killed_group_coordinator_and_no_commit_is_lost(clu
 
     try:
         settle(members, [3, 3], timeout_s=90, message="two clients share the topic")
+        produce(bootstrap, topic, 60)  # now, so that every record is counted where it is read
         consume_and_commit({p: 10 for p in range(PARTITIONS)})
         assert committed(bootstrap, group) == {p: 10 for p in range(PARTITIONS)}
         ray.kill(cluster.group_coordinator(group), no_restart=False)
