@@ -18,7 +18,8 @@ class KafkaPythonMember:
         self.consumer = KafkaConsumer(
             topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
             enable_auto_commit=False, session_timeout_ms=SESSION_TIMEOUT_MS,
-            heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, partition_assignment_strategy=[KAFKA_PYTHON_ASSIGNORS[strategy]])
+            heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+            partition_assignment_strategy=[KAFKA_PYTHON_ASSIGNORS[strategy]])
 
     def poll(self) -> list[tuple[int, int]]:
         """(partition, offset) of each record this poll returned."""
