@@ -1,15 +1,21 @@
 """Kafka's ConsumerProtocol: the bytes a classic consumer puts in JoinGroup's protocol
-metadata (its subscription) and in SyncGroup's assignments.
+metadata (its subscription) and in SyncGroup's assignments, for protocol type "consumer".
 
-The layout is Kafka's (ConsumerProtocolSubscription v0-v3 and ConsumerProtocolAssignment
-v0-v3, big-endian, after an int16 version), so kafka-python and Java clients read the same
-bytes. The coordinator only needs the subscribed topics (offsets of subscribed topics do not
-expire, and cannot be deleted); the client uses all of it.
+The bytes are an int16 version followed by Kafka's ConsumerProtocolSubscription or
+ConsumerProtocolAssignment at that version, written and read by kio's classes generated
+from Kafka's schemas, so shoal's consumers, kafka-python, librdkafka and Java clients share
+one group. The coordinator only needs the subscribed topics (offsets of subscribed topics do
+not expire, and cannot be deleted); clients and describe use all of it. This module is the
+only place that encodes or decodes them.
 """
 from __future__ import annotations
 
+import importlib
+import io
 import struct
 from typing import NamedTuple
+
+from kio.serial import entity_reader, entity_writer
 
 __all__ = [
     "PROTOCOL_TYPE", "ConsumerProtocolSubscription", "ConsumerProtocolAssignment",
@@ -18,146 +24,86 @@ __all__ = [
 
 PROTOCOL_TYPE = "consumer"
 _VERSION = 3
+# kio's generated modules of versions 0-3, indexed by version
+_SUBSCRIPTIONS = tuple(importlib.import_module(f"kio.schema.consumer_protocol_subscription.v{v}.data")
+                       for v in range(_VERSION + 1))
+_ASSIGNMENTS = tuple(importlib.import_module(f"kio.schema.consumer_protocol_assignment.v{v}.data")
+                     for v in range(_VERSION + 1))
+_INT16 = struct.Struct(">h")
+
+TopicPartitions = tuple[tuple[str, tuple[int, ...]], ...]
 
 
 class ConsumerProtocolSubscription(NamedTuple):
     topics: tuple[str, ...]
     user_data: bytes | None = None
-    owned_partitions: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    owned_partitions: TopicPartitions = ()
     generation_id: int = -1
     rack_id: str | None = None
 
 
 class ConsumerProtocolAssignment(NamedTuple):
-    assigned_partitions: tuple[tuple[str, tuple[int, ...]], ...]
+    assigned_partitions: TopicPartitions
     user_data: bytes | None = None
 
 
-class _Writer:
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-
-    def int16(self, v: int) -> None:
-        self.parts.append(struct.pack(">h", v))
-
-    def int32(self, v: int) -> None:
-        self.parts.append(struct.pack(">i", v))
-
-    def string(self, s: str | None) -> None:
-        if s is None:
-            self.int16(-1)
-        else:
-            b = s.encode()
-            self.int16(len(b))
-            self.parts.append(b)
-
-    def bytes_(self, b: bytes | None) -> None:
-        if b is None:
-            self.int32(-1)
-        else:
-            self.int32(len(b))
-            self.parts.append(bytes(b))
-
-    def partitions(self, topic_partitions) -> None:
-        self.int32(len(topic_partitions))
-        for topic, partitions in topic_partitions:
-            self.string(topic)
-            self.int32(len(partitions))
-            for p in partitions:
-                self.int32(p)
+def _encode(module, cls_name: str, version: int, **fields) -> bytes:
+    cls = getattr(module, cls_name)
+    names = {f for f in cls.__dataclass_fields__}
+    buf = io.BytesIO()
+    buf.write(_INT16.pack(version))
+    entity_writer(cls)(buf, cls(**{k: v for k, v in fields.items() if k in names}))
+    return buf.getvalue()
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = memoryview(data)
-        self.pos = 0
+def _decode(modules, cls_name: str, data: bytes):
+    """Kafka reads a newer version than it knows by that prefix; so does this."""
+    if len(data) < 2:
+        raise ValueError("consumer protocol bytes end early")
+    (version,) = _INT16.unpack_from(data)
+    if version < 0:
+        raise ValueError(f"bad consumer protocol version {version}")
+    cls = getattr(modules[min(version, len(modules) - 1)], cls_name)
+    try:
+        value, _ = entity_reader(cls)(memoryview(data), 2)
+    except Exception as e:  # kio raises struct, index and its own errors on short bytes
+        raise ValueError(f"consumer protocol bytes do not parse: {e!r}") from None
+    return value
 
-    def _take(self, fmt: str, n: int) -> int:
-        if self.pos + n > len(self.data):
-            raise ValueError("consumer protocol bytes end early")
-        (v,) = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += n
-        return v
 
-    def int16(self) -> int:
-        return self._take(">h", 2)
+def _partitions(module, topic_partitions) -> tuple:
+    return tuple(module.TopicPartition(topic=t, partitions=tuple(ps)) for t, ps in topic_partitions)
 
-    def int32(self) -> int:
-        return self._take(">i", 4)
 
-    def at_end(self) -> bool:
-        return self.pos >= len(self.data)
-
-    def raw(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise ValueError("consumer protocol bytes end early")
-        b = bytes(self.data[self.pos:self.pos + n])
-        self.pos += n
-        return b
-
-    def string(self) -> str | None:
-        n = self.int16()
-        return None if n < 0 else self.raw(n).decode()
-
-    def bytes_(self) -> bytes | None:
-        n = self.int32()
-        return None if n < 0 else self.raw(n)
-
-    def partitions(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
-        out = []
-        for _ in range(self.int32()):
-            topic = self.string()
-            out.append((topic, tuple(self.int32() for _ in range(self.int32()))))
-        return tuple(out)
+def _plain(topic_partitions) -> TopicPartitions:
+    return tuple((tp.topic, tuple(tp.partitions)) for tp in topic_partitions)
 
 
 def encode_subscription(topics, user_data: bytes | None = None, owned_partitions=(), generation_id: int = -1,
                         rack_id: str | None = None, version: int = _VERSION) -> bytes:
-    w = _Writer()
-    w.int16(version)
-    w.int32(len(topics))
-    for t in topics:
-        w.string(t)
-    w.bytes_(user_data)
-    if version >= 1:
-        w.partitions(tuple(owned_partitions))
-    if version >= 2:
-        w.int32(generation_id)
-    if version >= 3:
-        w.string(rack_id)
-    return b"".join(w.parts)
+    module = _SUBSCRIPTIONS[version]
+    return _encode(module, "ConsumerProtocolSubscription", version, topics=tuple(topics), user_data=user_data,
+                   owned_partitions=_partitions(module, owned_partitions), generation_id=generation_id,
+                   rack_id=rack_id)
 
 
 def decode_subscription(data: bytes) -> ConsumerProtocolSubscription:
-    """Raises ValueError on bytes that are not a subscription. Later versions than 3 are read
-    by their v3 prefix, as Kafka reads every version by its prefix."""
-    r = _Reader(data)
-    version = r.int16()
-    if version < 0:
-        raise ValueError(f"bad consumer protocol version {version}")
-    topics = tuple(r.string() for _ in range(r.int32()))
-    user_data = r.bytes_()
-    owned = r.partitions() if version >= 1 and not r.at_end() else ()
-    generation = r.int32() if version >= 2 and not r.at_end() else -1
-    rack = r.string() if version >= 3 and not r.at_end() else None
-    return ConsumerProtocolSubscription(topics, user_data, owned, generation, rack)
+    """Raises ValueError on bytes that are not a subscription."""
+    s = _decode(_SUBSCRIPTIONS, "ConsumerProtocolSubscription", data)
+    return ConsumerProtocolSubscription(tuple(s.topics), s.user_data, _plain(getattr(s, "owned_partitions", ())),
+                                        getattr(s, "generation_id", -1), getattr(s, "rack_id", None))
 
 
 def encode_assignment(assigned_partitions, user_data: bytes | None = None, version: int = _VERSION) -> bytes:
-    w = _Writer()
-    w.int16(version)
-    w.partitions(tuple(assigned_partitions))
-    w.bytes_(user_data)
-    return b"".join(w.parts)
+    module = _ASSIGNMENTS[version]
+    return _encode(module, "ConsumerProtocolAssignment", version,
+                   assigned_partitions=_partitions(module, assigned_partitions), user_data=user_data)
 
 
 def decode_assignment(data: bytes) -> ConsumerProtocolAssignment:
     """An empty byte string is the empty assignment (what the coordinator gives a member the
-    leader left out)."""
+    leader left out). Raises ValueError on bytes that are not an assignment."""
     if not data:
         return ConsumerProtocolAssignment(())
-    r = _Reader(data)
-    if r.int16() < 0:
-        raise ValueError("bad consumer protocol version")
-    partitions = r.partitions()
-    return ConsumerProtocolAssignment(partitions, r.bytes_() if not r.at_end() else None)
+    a = _decode(_ASSIGNMENTS, "ConsumerProtocolAssignment", data)
+    return ConsumerProtocolAssignment(_plain(a.assigned_partitions), a.user_data)
