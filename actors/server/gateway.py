@@ -18,16 +18,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from runtime.errors import Errors, KafkaError
 from runtime.wire.connection import ProtocolError, RequestReceived, ServerConnection
 from runtime.wire.entities import build, error_response
+from runtime.wire.fetch_session import MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS, FetchSessionCache
 from runtime.wire.frames import SOCKET_REQUEST_MAX_BYTES
 from runtime.wire.versions import api_versions_response, response_class
 
-from . import gateway_data, gateway_groups
+from . import gateway_data, gateway_fetch, gateway_groups
 from ..errors import to_kafka_error
 from ..retry import ActorDirectory
 
@@ -69,6 +71,7 @@ Handler = Callable[["GatewayActor", RequestReceived], Awaitable[dict | None]]
 HANDLERS: dict[int, tuple[int, int, Handler]] = {
     18: (0, 4, None),  # ApiVersions: answered here from this table
     **gateway_data.HANDLERS,
+    **gateway_fetch.HANDLERS,
     **gateway_groups.HANDLERS,
 }
 VERSIONS = {api_key: (low, high) for api_key, (low, high, _) in HANDLERS.items()}
@@ -86,6 +89,9 @@ class GatewayActor:
         self._connections = 0
         self._idle_s = int(self.config.get("connections.max.idle.ms", CONNECTIONS_MAX_IDLE_MS)) / 1000
         self._max_request_bytes = int(self.config.get("socket.request.max.bytes", SOCKET_REQUEST_MAX_BYTES))
+        self.fetch_sessions = FetchSessionCache(random.Random(), int(self.config.get(
+            "max.incremental.fetch.session.cache.slots", MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS)))
+        self.topic_names: dict[str, str] = {}  # topic id -> name, for Fetch and Produce v13
 
     async def start(self) -> dict:
         """Bind the listener (port 0: an ephemeral port) and serve; returns the address."""
@@ -110,7 +116,8 @@ class GatewayActor:
     async def status(self) -> dict:
         a = self.address()
         return {"name": f"gateway {a['host']}:{a['port']}", "state": "active" if self._server else "initial",
-                "error": None, "connections": self._connections, "pid": os.getpid()}
+                "error": None, "connections": self._connections, "fetch_sessions": len(self.fetch_sessions.sessions),
+                "pid": os.getpid()}
 
     # ------------------------------------------------------------------ calls on actors
 

@@ -181,7 +181,7 @@ class FetchSessionCache:
         """The response's session id and partitions, once the reads gave `results`."""
         request = context.request
         if context.error.code:
-            return FetchAnswer(context.error, request.session_id, ())
+            return FetchAnswer(context.error, INVALID_SESSION_ID, ())
         session = context.session
         if session is None:
             session_id = self._maybe_create(context, results, now_ms) if context.opens_session else INVALID_SESSION_ID
