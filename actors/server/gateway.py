@@ -22,19 +22,21 @@ import asyncio
 import functools
 import logging
 import os
+import random
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from runtime.errors import Errors, KafkaError
 from runtime.wire.connection import ProtocolError, RequestReceived, ServerConnection
 from runtime.wire.entities import build, error_response
+from runtime.wire.fetch_session import MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS, FetchSessionCache
 from runtime.wire.frames import SOCKET_REQUEST_MAX_BYTES
 from runtime.wire.versions import api_versions_response, response_class
 from runtime.security.sasl import DEFAULT_MECHANISMS, SaslServer
 from runtime.share.sessions import MAX_SHARE_SESSIONS, ShareSessionCache
 
-from . import (gateway_admin, gateway_consumer_groups, gateway_data, gateway_groups, gateway_sasl,
-               gateway_share, gateway_txn, gateway_users)
+from . import (gateway_admin, gateway_consumer_groups, gateway_data, gateway_fetch, gateway_groups,
+               gateway_sasl, gateway_share, gateway_txn, gateway_users)
 from .coalescing import Coalescer
 from .gateway_brokers import Brokers
 from .gateway_context import CONNECTION, LISTENER
@@ -111,6 +113,7 @@ Handler = Callable[["GatewayActor", RequestReceived], Awaitable[dict | None]]
 HANDLERS: dict[int, tuple[int, int, Handler]] = {
     18: (0, 4, None),  # ApiVersions: answered here from this table
     **gateway_data.HANDLERS,
+    **gateway_fetch.HANDLERS,
     **gateway_groups.HANDLERS,
     **gateway_share.HANDLERS,
     **gateway_txn.HANDLERS,
@@ -150,6 +153,8 @@ class GatewayActor:
         self._tasks: set[asyncio.Task] = set()
         coalesce = _truthy(self.config.get("gateway.coalesce.requests", True))
         self._coalescer = Coalescer(self._call_batched) if coalesce else None
+        self.fetch_sessions = FetchSessionCache(random.Random(), int(self.config.get(
+            "max.incremental.fetch.session.cache.slots", MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS)))
 
     async def start(self) -> dict:
         """Bind every listener (port 0: an ephemeral port) and serve; returns the first
@@ -194,7 +199,8 @@ class GatewayActor:
                                                           "batches": self._coalescer.batches}
         addresses = ",".join(self.addresses().values())
         return {"name": f"gateway {addresses}", "state": "active" if self._servers else "initial",
-                "error": None, "connections": self._connections, "pid": os.getpid(),
+                "error": None, "connections": self._connections,
+                "fetch_sessions": len(self.fetch_sessions.sessions), "pid": os.getpid(),
                 "address": addresses, "broker_id": self.node_id, "node_id": self.ray_node,
                 "coalesced": coalesced}
 

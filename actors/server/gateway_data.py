@@ -1,5 +1,5 @@
-"""The gateway's topic and data-path APIs: Metadata, CreateTopics, Produce, Fetch,
-ListOffsets and InitProducerId, each turned into calls on the controller, the partition
+"""The gateway's topic and data-path APIs: Metadata, CreateTopics, Produce, ListOffsets and
+InitProducerId (Fetch is in gateway_fetch), each turned into calls on the controller, the partition
 leaders and the transaction coordinators. A handler takes the gateway and the request event
 and returns the response as plain values (runtime.wire.entities builds the version asked).
 
@@ -9,22 +9,21 @@ partition logs store (runtime.wire.storage).
 from __future__ import annotations
 
 import asyncio
-import time
 
 from runtime.errors import Errors, KafkaError
-from runtime.messages.topics import (CreatableTopic, CreatableTopicConfig, CreateTopicsRequest, FetchRequest,
-                                     ListOffsetsRequest, MetadataRequest)
+from runtime.messages.topics import (CreatableTopic, CreatableTopicConfig, CreateTopicsRequest, ListOffsetsRequest,
+                                     MetadataRequest)
 from runtime.messages.txn import InitProducerIdRequest
 from runtime.wire.entities import ZERO_UUID, plain
 from runtime.wire.records import decode_batch
-from runtime.wire.storage import fetched_records, produce_request
+from runtime.wire.storage import produce_request
 
 from .. import naming
 
 UNKNOWN_AUTHORIZED_OPERATIONS = -2147483648
 
 
-def _partition_error(e: KafkaError) -> int:
+def partition_error(e: KafkaError) -> int:
     """A failed call on a partition leader as a Kafka client expects it: a leader actor that
     is missing or away is NOT_LEADER_OR_FOLLOWER (the client refreshes its metadata and
     retries; Metadata tells a missing topic apart)."""
@@ -110,11 +109,13 @@ async def create_topics(gw, event) -> dict:
 
 # ------------------------------------------------------------------ Produce
 
-async def _produce_one(gw, topic: str, partition: int, records: bytes | None, acks: int, timeout_ms: int,
+async def _produce_one(gw, topic: str | None, partition: int, records: bytes | None, acks: int, timeout_ms: int,
                        transactional_id: str | None) -> dict:
     out = {"index": partition, "base_offset": -1, "log_append_time": -1, "log_start_offset": -1,
            "record_errors": [], "error_message": None}
     try:
+        if topic is None:
+            raise KafkaError(Errors.UNKNOWN_TOPIC_ID, "no topic has this id")
         # Produce v3 and later carry exactly one batch of magic 2 per partition.
         batch, end = decode_batch(records or b"")
         if end != len(records):
@@ -123,88 +124,32 @@ async def _produce_one(gw, topic: str, partition: int, records: bytes | None, ac
         response = await gw.call(naming.partition_leader(topic, partition), "produce", request,
                                  timeout_s=max(timeout_ms, 1000) / 1000)
     except KafkaError as e:
-        return {**out, "error_code": _partition_error(e), "error_message": e.message}
+        return {**out, "error_code": partition_error(e), "error_message": e.message}
     return {**out, "error_code": response.error_code, "base_offset": response.base_offset,
             "log_start_offset": response.log_start_offset, "error_message": response.error_message}
 
 
 async def produce(gw, event) -> dict | None:
+    """Topics are named by name, or by topic id from v13."""
     request = plain(event.request)
     acks, timeout_ms = request["acks"], request["timeout"]
-    jobs = [(t["name"], p["index"], _produce_one(gw, t["name"], p["index"], p["records"], acks, timeout_ms,
-                                                   request["transactional_id"]))
-            for t in request["topic_data"] for p in t["partition_data"]]
-    results = await asyncio.gather(*(job for _, _, job in jobs))
+    if event.api_version >= 13:
+        topics = [t["topic_id"] for t in request["topic_data"]]
+        names = await gw.topic_ids.names(topics)
+    else:
+        topics = [t["name"] for t in request["topic_data"]]
+        names = {name: name for name in topics}
+    jobs = [(topic, _produce_one(gw, names.get(topic), p["index"], p["records"], acks, timeout_ms,
+                                 request["transactional_id"]))
+            for topic, t in zip(topics, request["topic_data"]) for p in t["partition_data"]]
+    results = await asyncio.gather(*(job for _, job in jobs))
     if acks == 0:
         return None  # Kafka sends no response to acks=0
     by_topic: dict[str, list] = {}
-    for (topic, _, _), result in zip(jobs, results):
+    for (topic, _), result in zip(jobs, results):
         by_topic.setdefault(topic, []).append(result)
-    return {"throttle_time": 0,
-            "responses": [{"name": name, "partition_responses": parts} for name, parts in by_topic.items()]}
-
-
-# ------------------------------------------------------------------ Fetch
-
-async def _fetch_one(gw, topic: str, p: dict, isolation_level: int, max_wait_ms: int, min_bytes: int) -> dict:
-    request = FetchRequest(topic, p["partition"], p["fetch_offset"], p["partition_max_bytes"], max_wait_ms,
-                           min_bytes, isolation_level)
-    out = {"partition_index": p["partition"], "high_watermark": -1, "last_stable_offset": -1,
-           "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
-    try:
-        r = await gw.call(naming.partition_leader(topic, p["partition"]), "fetch", request,
-                          timeout_s=max_wait_ms / 1000 + 30)
-    except KafkaError as e:
-        return {**out, "error_code": _partition_error(e)}
-    aborted = None
-    if isolation_level == 1:
-        aborted = [{"producer_id": a.producer_id, "first_offset": a.first_offset} for a in r.aborted_transactions]
-    return {**out, "error_code": r.error_code, "high_watermark": r.high_watermark,
-            "last_stable_offset": r.last_stable_offset, "log_start_offset": r.log_start_offset,
-            "aborted_transactions": aborted, "records": b"".join(fetched_records(b) for b in r.batches)}
-
-
-def _limit_response(results: list[dict], max_bytes: int) -> None:
-    """Kafka's fetch.max.bytes: partitions are filled in order until the response holds
-    max_bytes of records; the first partition with records is served whole even when
-    larger, so that a consumer always makes progress."""
-    total = 0
-    for result in results:
-        size = len(result["records"])
-        if size and total and total + size > max_bytes:
-            result["records"] = b""
-        total += len(result["records"])
-
-
-async def fetch(gw, event) -> dict:
-    """Sessionless fetch: a client that asks for a session gets session id 0, which Kafka's
-    clients take as "no session" and go on sending full requests. The long poll: a first
-    pass that does not wait; if it has fewer than min_bytes, every partition waits for data
-    until max_wait, and the response goes as soon as one has some."""
-    request = plain(event.request)
-    isolation = request.get("isolation_level", 0)
-    wanted = [(t["topic"], p) for t in request["topics"] for p in t["partitions"]]
-    deadline = time.monotonic() + request["max_wait"] / 1000
-
-    async def one_pass(wait_ms: int):
-        return await asyncio.gather(*(_fetch_one(gw, topic, p, isolation, wait_ms, 1) for topic, p in wanted))
-
-    results = await one_pass(0)
-    remaining_ms = int((deadline - time.monotonic()) * 1000)
-    size = sum(len(r["records"]) for r in results)
-    if wanted and size < max(request["min_bytes"], 1) and remaining_ms > 0 and not any(r["error_code"] for r in results):
-        waits = [asyncio.ensure_future(_fetch_one(gw, topic, p, isolation, remaining_ms, 1)) for topic, p in wanted]
-        done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        for w in pending:
-            w.cancel()
-        if any(w.result()["records"] for w in done):
-            results = await one_pass(0)
-    _limit_response(results, request.get("max_bytes", 0x7FFFFFFF))
-    by_topic: dict[str, list] = {}
-    for (topic, _), result in zip(wanted, results):
-        by_topic.setdefault(topic, []).append(result)
-    return {"throttle_time": 0, "error_code": 0, "session_id": 0,
-            "responses": [{"topic": name, "partitions": parts} for name, parts in by_topic.items()]}
+    return {"throttle_time": 0, "responses": [{"name": topic, "topic_id": topic, "partition_responses": parts}
+                                              for topic, parts in by_topic.items()]}
 
 
 # ------------------------------------------------------------------ ListOffsets
@@ -215,7 +160,7 @@ async def _list_one(gw, topic: str, p: dict, isolation_level: int) -> dict:
         r = await gw.call(naming.partition_leader(topic, p["partition_index"]), "list_offsets",
                           ListOffsetsRequest(topic, p["partition_index"], p["timestamp"], isolation_level))
     except KafkaError as e:
-        return {**out, "error_code": _partition_error(e)}
+        return {**out, "error_code": partition_error(e)}
     return {**out, "error_code": r.error_code, "timestamp": r.timestamp, "offset": r.offset}
 
 
@@ -248,8 +193,7 @@ async def init_producer_id(gw, event) -> dict:
 HANDLERS = {
     3: (0, 13, metadata),
     19: (2, 7, create_topics),
-    0: (3, 12, produce),
-    1: (4, 12, fetch),
+    0: (3, 13, produce),
     2: (1, 10, list_offsets),
     22: (0, 5, init_producer_id),
 }

@@ -1,0 +1,116 @@
+"""The gateway's Fetch: sessionless and incremental fetch sessions (KIP-227), topic ids from
+v13, the long poll, isolation level and max_bytes. runtime.wire.fetch_session decides
+everything about sessions; this shell reads the partitions from their leaders.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from runtime.errors import Errors, KafkaError
+from runtime.messages.topics import FetchRequest
+from runtime.wire.entities import plain
+from runtime.wire.fetch_session import FINAL_EPOCH, FetchPartition, FetchSessionRequest, PartitionResult
+from runtime.wire.storage import fetched_records
+
+from .. import naming
+from .gateway_data import partition_error
+
+TOPIC_IDS_FROM = 13
+
+
+def session_request(version: int, request: dict) -> FetchSessionRequest:
+    """The session's view of a Fetch request: partitions keyed by topic name, or by topic id
+    from v13. Before v7 there are no sessions: it is a sessionless full fetch."""
+    topic_field = "topic_id" if version >= TOPIC_IDS_FROM else "topic"
+    partitions = {(t[topic_field], p["partition"]): FetchPartition(p["fetch_offset"], p["partition_max_bytes"],
+                                                                    p.get("log_start_offset", -1))
+                  for t in request["topics"] for p in t["partitions"]}
+    forgotten = tuple((t[topic_field], p) for t in request.get("forgotten_topics_data") or () for p in t["partitions"])
+    return FetchSessionRequest(version, request.get("session_id", 0), request.get("session_epoch", FINAL_EPOCH),
+                               partitions, forgotten)
+
+
+async def _fetch_one(gw, topic: str | None, partition: int, fetch: FetchPartition, isolation_level: int,
+                     max_wait_ms: int) -> dict:
+    out = {"partition_index": partition, "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+           "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
+    if topic is None:
+        return {**out, "error_code": Errors.UNKNOWN_TOPIC_ID.code}
+    request = FetchRequest(topic, partition, fetch.fetch_offset, fetch.partition_max_bytes, max_wait_ms, 1,
+                           isolation_level)
+    try:
+        r = await gw.call(naming.partition_leader(topic, partition), "fetch", request,
+                          timeout_s=max_wait_ms / 1000 + 30)
+    except KafkaError as e:
+        return {**out, "error_code": partition_error(e)}
+    aborted = None
+    if isolation_level == 1:
+        aborted = [{"producer_id": a.producer_id, "first_offset": a.first_offset} for a in r.aborted_transactions]
+    return {**out, "error_code": r.error_code, "high_watermark": r.high_watermark,
+            "last_stable_offset": r.last_stable_offset, "log_start_offset": r.log_start_offset,
+            "aborted_transactions": aborted, "records": b"".join(fetched_records(b) for b in r.batches)}
+
+
+def _limit_response(results: list[dict], max_bytes: int) -> None:
+    """Kafka's fetch.max.bytes: partitions are filled in order until the response holds
+    max_bytes of records; the first partition with records is served whole even when
+    larger, so that a consumer always makes progress."""
+    total = 0
+    for result in results:
+        size = len(result["records"])
+        if size and total and total + size > max_bytes:
+            result["records"] = b""
+        total += len(result["records"])
+
+
+async def _read(gw, reads: list, names: dict, request: dict) -> list[dict]:
+    """Every partition read once without waiting; if that gives fewer than min_bytes, each
+    waits for data until max_wait, and the response goes as soon as one has some."""
+    isolation = request.get("isolation_level", 0)
+    deadline = time.monotonic() + request["max_wait"] / 1000
+
+    async def one_pass(wait_ms: int):
+        return await asyncio.gather(*(_fetch_one(gw, names.get(topic), partition, fetch, isolation, wait_ms)
+                                      for (topic, partition), fetch in reads))
+
+    results = await one_pass(0)
+    remaining_ms = int((deadline - time.monotonic()) * 1000)
+    size = sum(len(r["records"]) for r in results)
+    if reads and size < max(request["min_bytes"], 1) and remaining_ms > 0 and not any(r["error_code"] for r in results):
+        waits = [asyncio.ensure_future(_fetch_one(gw, names.get(topic), partition, fetch, isolation, remaining_ms))
+                 for (topic, partition), fetch in reads]
+        done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for w in pending:
+            w.cancel()
+        if any(w.result()["records"] for w in done):
+            results = await one_pass(0)
+    _limit_response(results, request.get("max_bytes", 0x7FFFFFFF))
+    return list(results)
+
+
+async def fetch(gw, event) -> dict:
+    request = plain(event.request)
+    version = event.api_version
+    context = gw.fetch_sessions.new_context(session_request(version, request), int(time.time() * 1000))
+    reads = list(context.reads)
+    if version >= TOPIC_IDS_FROM:
+        names = await gw.topic_ids.names(sorted({topic for (topic, _), _ in reads}))
+    else:
+        names = {topic: topic for (topic, _), _ in reads}
+    results = await _read(gw, reads, names, request) if not context.error.code else []
+    by_key = dict(zip((key for key, _ in reads), results))
+    answer = gw.fetch_sessions.complete(context, {key: PartitionResult(
+        r["error_code"], r["high_watermark"], r["log_start_offset"], bool(r["records"]))
+        for key, r in by_key.items()}, int(time.time() * 1000))
+    by_topic: dict[str, list] = {}
+    for topic, partition in answer.partitions:
+        by_topic.setdefault(topic, []).append(by_key[(topic, partition)])
+    return {"throttle_time": 0, "error_code": answer.error.code, "session_id": answer.session_id,
+            "responses": [{"topic": topic, "topic_id": topic, "partitions": parts}
+                          for topic, parts in by_topic.items()]}
+
+
+HANDLERS = {
+    1: (4, 18, fetch),
+}
