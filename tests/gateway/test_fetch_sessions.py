@@ -13,7 +13,7 @@ from actors import naming
 from runtime.errors import Errors
 from runtime.wire.records import decode_batches, encode_batch
 
-from .kio_client import KioConnection
+from .raw import RawClient
 
 pytestmark = pytest.mark.ray
 
@@ -25,7 +25,7 @@ UNKNOWN_ID = "00000000-0000-0000-0000-00000000abcd"
 def conn(bootstrap):
     """A raw connection; the session it last opened is closed at the end, so that the
     module's tests do not fill the small session cache."""
-    c = KioConnection(bootstrap)
+    c = RawClient(bootstrap)
     c.opened = None
     yield c
     if c.opened:
@@ -143,7 +143,7 @@ def test_topic_ids_from_fetch_and_produce_v13(cluster, bootstrap, conn):
 
 def test_a_full_cache_leaves_new_clients_without_a_session(cluster, bootstrap):
     cluster.create_topic("slots", 1)
-    conns = [KioConnection(bootstrap) for _ in range(4)]
+    conns = [RawClient(bootstrap) for _ in range(4)]
     for c in conns:
         c.opened = None
     try:
