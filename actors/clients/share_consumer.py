@@ -195,11 +195,11 @@ class ShareConsumerActor(ClientActor):
                 break
             for tp in self.book.idle(self._fetchable):
                 self._start_fetch(tp, {}, max(int((deadline - time.monotonic()) * 1000), 0))
-        records = self.book.drain(max_records or self.s["max_poll_records"], now_ms=time.monotonic() * 1000)
+        records = self.book.drain(max_records or self.s["max_poll_records"])
         return PollResult(records, renewed + self.book.take_results(), self.book.lock_timeout_ms)
 
     def _start_fetch(self, tp: TopicPartition, acks: dict, wait_ms: int) -> None:
-        request, acks = self.book.fetch_request(tp, acks, wait_ms, now_ms=time.monotonic() * 1000)
+        request, acks = self.book.fetch_request(tp, acks, wait_ms)
         self._fetches[tp] = self._spawn(self._fetch(self.book.partitions[tp], request, acks))
 
     async def _fetch(self, part: FetchPartition, request, acks: dict) -> None:

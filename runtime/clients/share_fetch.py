@@ -31,14 +31,11 @@ __all__ = ["FetchPartition", "Route", "ShareChunk", "ShareFetchBook", "records_o
 @dataclass(frozen=True, slots=True)
 class ShareChunk:
     """Acquired records of one log batch: `ranges` are (first offset, last offset, delivery
-    count), ascending, all inside the batch, whose entries are base_offset, base_offset + 1...
-    Their acquisition lock lasts at least until `locked_until_ms` (the fetch's send time plus
-    the lock duration: the SharePartition acquired them after that send)."""
+    count), ascending, all inside the batch, whose entries are base_offset, base_offset + 1..."""
     tp: TopicPartition
     base_offset: int
     payload: bytes
     ranges: tuple
-    locked_until_ms: float
 
     @property
     def count(self) -> int:
@@ -54,8 +51,8 @@ class ShareChunk:
             if take <= last - first:
                 tail.append((first + take, last, count))
             n -= take
-        return (ShareChunk(self.tp, self.base_offset, self.payload, tuple(head), self.locked_until_ms),
-                ShareChunk(self.tp, self.base_offset, self.payload, tuple(tail), self.locked_until_ms))
+        return (ShareChunk(self.tp, self.base_offset, self.payload, tuple(head)),
+                ShareChunk(self.tp, self.base_offset, self.payload, tuple(tail)))
 
     def records(self) -> list[ConsumerRecord]:
         entries = decode_entries(self.payload, self.base_offset)
@@ -78,7 +75,6 @@ class FetchPartition:
     topic_id: str
     fetching: bool = False
     gaps: dict[int, int] = field(default_factory=dict)  # acquired offsets that held no record
-    sent_ms: float = 0.0  # when the fetch under way (or the last one) was sent
 
 
 @dataclass(frozen=True)
@@ -145,12 +141,10 @@ class ShareFetchBook:
 
     # ------------------------------------------------------------------ ShareFetch
 
-    def fetch_request(self, tp: TopicPartition, acks: dict, wait_ms: int, *,
-                      now_ms: float) -> tuple[ShareFetchRequest, dict]:
+    def fetch_request(self, tp: TopicPartition, acks: dict, wait_ms: int) -> tuple[ShareFetchRequest, dict]:
         """The fetch to send (it is now under way) and the acknowledgements it carries."""
         part = self.partitions[tp]
         part.fetching = True
-        part.sent_ms = now_ms
         acks = self._with_gaps(part, acks)
         request = ShareFetchRequest(
             self.group_id, self.member_id, max_wait_ms=min(wait_ms, self.s["fetch_max_wait_ms"]),
@@ -176,7 +170,7 @@ class ShareFetchBook:
         if result.error_code:
             return Errors.for_code(result.error_code)
         self.lock_timeout_ms = response.acquisition_lock_timeout_ms
-        self._take(part, result, part.sent_ms + response.acquisition_lock_timeout_ms)
+        self._take(part, result)
         return Errors.NONE
 
     def on_fetch_failed(self, part: FetchPartition, acks: dict, error: KafkaError) -> Errors:
@@ -186,7 +180,7 @@ class ShareFetchBook:
             self.results.append(AckResult(part.tp, tuple(sorted(acks)), error))
         return error.error
 
-    def _take(self, part: FetchPartition, result, locked_until_ms: float) -> None:
+    def _take(self, part: FetchPartition, result) -> None:
         """Buffer the acquired records with their delivery counts; offsets acquired without a
         record (control batches, compacted offsets) are acknowledged as GAP with the next send."""
         if not result.acquired_records:
@@ -199,7 +193,7 @@ class ShareFetchBook:
             ranges = tuple((max(first, base), min(end, last), count) for first, end, count in acquired
                            if first <= last and end >= base)
             if ranges:
-                chunk = ShareChunk(part.tp, base, payload, ranges, locked_until_ms)
+                chunk = ShareChunk(part.tp, base, payload, ranges)
                 self.buffer.append(chunk)
                 self.buffered += chunk.count
                 covered += chunk.count
@@ -240,16 +234,11 @@ class ShareFetchBook:
 
     # ------------------------------------------------------------------ handing out
 
-    def drain(self, limit: int, *, now_ms: float) -> list[ShareChunk]:
-        """Up to `limit` buffered records, in the order they came. Records whose lock may have
-        run out while they waited here are dropped: the SharePartition may have handed them to
-        another member already, and this copy's delivery count is stale."""
+    def drain(self, limit: int) -> list[ShareChunk]:
+        """Up to `limit` buffered records, in the order they came."""
         chunks = []
         while self.buffer and limit > 0:
             chunk = self.buffer.popleft()
-            if chunk.locked_until_ms <= now_ms:
-                self.buffered -= chunk.count
-                continue
             if chunk.count > limit:
                 chunk, rest = chunk.split(limit)
                 self.buffer.appendleft(rest)

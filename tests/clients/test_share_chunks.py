@@ -13,7 +13,6 @@ from runtime.topics.data import encode_records
 TP = TopicPartition("t", 0)
 SETTINGS = {"fetch_max_wait_ms": 500, "fetch_min_bytes": 1, "max_partition_fetch_bytes": 1 << 20,
             "max_poll_records": 500}
-LOCK_MS = 1000
 
 
 def _batch(base: int, values: list[bytes]) -> FetchedBatch:
@@ -22,9 +21,9 @@ def _batch(base: int, values: list[bytes]) -> FetchedBatch:
 
 def _fetched(book: ShareFetchBook, batches, acquired) -> None:
     part = book.partitions[TP]
-    response = ShareFetchResponse(acquisition_lock_timeout_ms=LOCK_MS, responses=(ShareFetchableTopicResponse("id", (ShareFetchResponsePartition(
+    response = ShareFetchResponse(responses=(ShareFetchableTopicResponse("id", (ShareFetchResponsePartition(
         0, records=tuple(batches), acquired_records=tuple(AcquiredRecords(*a) for a in acquired)),)),))
-    request, acks = book.fetch_request(TP, {}, 0, now_ms=0)
+    request, acks = book.fetch_request(TP, {}, 0)
     book.on_fetch_response(part, acks, response)
 
 
@@ -38,35 +37,25 @@ def test_polls_split_batches_and_keep_order_and_delivery_counts():
     book = _book()
     _fetched(book, [_batch(0, [b"a", b"b", b"c"]), _batch(3, [b"d", b"e"])], [(0, 1, 1), (2, 4, 3)])
     assert book.buffered == 5
-    first = records_of(book.drain(2, now_ms=0))
-    second = records_of(book.drain(2, now_ms=0))
-    third = records_of(book.drain(2, now_ms=0))
+    first = records_of(book.drain(2))
+    second = records_of(book.drain(2))
+    third = records_of(book.drain(2))
     assert [(r.offset, r.value, r.delivery_count) for r in first] == [(0, b"a", 1), (1, b"b", 1)]
     assert [(r.offset, r.value, r.delivery_count) for r in second] == [(2, b"c", 3), (3, b"d", 3)]
     assert [(r.offset, r.value, r.delivery_count) for r in third] == [(4, b"e", 3)]
-    assert book.buffered == 0 and book.drain(2, now_ms=0) == []
+    assert book.buffered == 0 and book.drain(2) == []
 
 
 def test_only_acquired_offsets_of_a_batch_are_handed_out():
     book = _book()
     _fetched(book, [_batch(0, [b"a", b"b", b"c", b"d"])], [(1, 2, 2)])
-    assert [(r.offset, r.value) for r in records_of(book.drain(10, now_ms=0))] == [(1, b"b"), (2, b"c")]
+    assert [(r.offset, r.value) for r in records_of(book.drain(10))] == [(1, b"b"), (2, b"c")]
 
 
 def test_acquired_offsets_without_a_record_are_acknowledged_as_gaps():
     book = _book()
     _fetched(book, [_batch(0, [b"a"]), _batch(3, [b"d"])], [(0, 3, 1)])
-    assert [r.offset for r in records_of(book.drain(10, now_ms=0))] == [0, 3]
-    request, acks = book.fetch_request(TP, {0: AcknowledgeType.ACCEPT, 3: AcknowledgeType.ACCEPT}, 0, now_ms=0)
+    assert [r.offset for r in records_of(book.drain(10))] == [0, 3]
+    request, acks = book.fetch_request(TP, {0: AcknowledgeType.ACCEPT, 3: AcknowledgeType.ACCEPT}, 0)
     assert acks == {0: AcknowledgeType.ACCEPT, 1: AcknowledgeType.GAP, 2: AcknowledgeType.GAP,
                     3: AcknowledgeType.ACCEPT}
-
-
-def test_records_whose_lock_may_have_run_out_in_the_buffer_are_not_handed_out():
-    """The lock started after the fetch was sent: from send time plus the lock duration on,
-    the SharePartition may have given the records to another member."""
-    book = _book()
-    _fetched(book, [_batch(0, [b"a", b"b", b"c"])], [(0, 2, 1)])
-    assert [r.offset for r in records_of(book.drain(1, now_ms=LOCK_MS - 1))] == [0]
-    assert book.drain(10, now_ms=LOCK_MS) == []
-    assert book.buffered == 0
