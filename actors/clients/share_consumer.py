@@ -29,7 +29,7 @@ from typing import Any, Callable
 import ray
 
 from runtime.clients.share_acknowledgements import AckResult, InFlightRecords, commit_outcome
-from runtime.clients.share_fetch import FetchPartition, ShareFetchBook
+from runtime.clients.share_fetch import FetchPartition, ShareFetchBook, records_of
 from runtime.clients.share_membership import ShareMembershipManager
 from runtime.clients.types import ConsumerRecord, TopicPartition
 from runtime.errors import Errors, KafkaError
@@ -59,7 +59,7 @@ DEFAULT_CONFIG: dict = {
 
 @dataclass(frozen=True)
 class PollResult:
-    records: list
+    records: list  # ShareChunk: the facade decodes them
     results: list  # AckResult
     lock_timeout_ms: int
 
@@ -262,13 +262,13 @@ class ShareConsumerActor(ClientActor):
         results = await self.commit(acks)
         await self._leave()
         await asyncio.gather(*(self._release(p) for p in self.book.partitions.values()))
-        self.book.buffer.clear()
+        self.book.clear()
         await self._stop_tasks()
         return results + self.book.take_results()
 
     async def state(self) -> dict:
         return {"member_id": self.membership.member_id, "member_epoch": self.membership.member_epoch,
-                "assigned": sorted(self._fetchable), "buffered": len(self.book.buffer),
+                "assigned": sorted(self._fetchable), "buffered": self.book.buffered,
                 "fetching": sorted(tp for tp, p in self.book.partitions.items() if p.fetching)}
 
 
@@ -340,7 +340,7 @@ class ShareConsumer(ClientFacade):
                                         timeout_s=timeout_ms / 1000 + 60)
         self._lock_timeout_ms = result.lock_timeout_ms
         self._settle(result.results)
-        return self._records.deliver([self._deserialize(r) for r in result.records])
+        return self._records.deliver([self._deserialize(r) for r in records_of(result.records)])
 
     def _settle(self, results: list[AckResult]) -> None:
         """Take in the outcomes (renewed records come back with the next poll); the callback

@@ -23,8 +23,9 @@ import time
 import ray
 
 from runtime.errors import Errors, KafkaError
-from runtime.messages.share import (AcknowledgementBatch, ShareAcknowledgeRequest, ShareAcknowledgeResponse,
-                                    ShareAcknowledgeResponsePartition, ShareAcknowledgeTopicResponse,
+from runtime.messages.share import (AcknowledgementBatch, AcknowledgeType, ShareAcknowledgeRequest,
+                                    ShareAcknowledgeResponse, ShareAcknowledgeResponsePartition,
+                                    ShareAcknowledgeTopicResponse,
                                     ShareFetchableTopicResponse, ShareFetchRequest, ShareFetchResponse,
                                     ShareFetchResponsePartition)
 from runtime.messages.share_state import (ReadShareGroupStateSummaryRequest, ReadStateSummaryData,
@@ -302,14 +303,18 @@ class SharePartitionActor:
 
     # ------------------------------------------------------------------ acknowledging
 
-    async def _acknowledge(self, member_id: str, batches) -> KafkaError | None:
+    async def _begin_acknowledge(self, member_id: str, batches) -> PendingShareWrite | KafkaError:
+        """The acknowledgements applied in memory, their write not yet sent (or why not)."""
         sp = await self._active()
         self._members.raise_unless_member(member_id)  # released while the load was awaited
         try:
-            pending = sp.acknowledge(member_id, tuple(_ack_batch(b) for b in batches), now_ms())
+            return sp.acknowledge(member_id, tuple(_ack_batch(b) for b in batches), now_ms())
         except KafkaError as e:
             return e
-        return await self._persist(pending)
+
+    async def _acknowledge(self, member_id: str, batches) -> KafkaError | None:
+        begun = await self._begin_acknowledge(member_id, batches)
+        return begun if isinstance(begun, KafkaError) else await self._persist(begun)
 
     async def share_acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
         with self._idle.call():
@@ -377,12 +382,26 @@ class SharePartitionActor:
         ack_error = error = None
         acquired, batches, lock_ms = (), (), 0
         acknowledged = False
+        write = None
         try:
             await self._admit(request.member_id)
             if part is not None and part.acknowledgement_batches:
-                ack_error = await self._acknowledge(request.member_id, part.acknowledgement_batches)
+                begun = await self._begin_acknowledge(request.member_id, part.acknowledgement_batches)
+                if isinstance(begun, KafkaError):
+                    ack_error = begun
+                elif _frees_records(part.acknowledgement_batches):
+                    # Released records may go out again in this very fetch once committed.
+                    ack_error = await self._persist(begun)
+                else:
+                    # Accepted, rejected and gap records never go out again, so the leader
+                    # read need not wait for their write (Kafka runs the two side by side).
+                    write = asyncio.get_running_loop().create_task(self._persist(begun))
             acknowledged = True
-            acquired, batches = await self._acquire(request, deadline)
+            try:
+                acquired, batches = await self._acquire(request, deadline)
+            finally:
+                if write is not None:
+                    ack_error = await write
             sp = self._sp
             lock_ms = sp.record_lock_duration_ms if sp is not None else 0
         except KafkaError as e:
@@ -479,6 +498,10 @@ class SharePartitionActor:
 
 def _ack_batch(b) -> AcknowledgementBatch:
     return b if isinstance(b, AcknowledgementBatch) else AcknowledgementBatch(*b)
+
+
+def _frees_records(batches) -> bool:
+    return any(t == AcknowledgeType.RELEASE for b in batches for t in _ack_batch(b).acknowledge_types)
 
 
 def _refused(response_cls, error: KafkaError):

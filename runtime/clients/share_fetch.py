@@ -6,6 +6,10 @@ acquired without a record (acknowledged as GAP with the next send). It decides w
 acknowledgements ride on a fetch and which go on their own (ShareAcknowledge), builds the
 requests, and turns the responses into buffered records and per-partition outcomes. The
 actor sends the requests and reports what came back.
+
+Records stay in their log batches (`ShareChunk`) until the user's process takes them: the
+client actor never decodes them, and a poll carries a few batches' bytes rather than one
+object per record.
 """
 from __future__ import annotations
 
@@ -21,7 +25,48 @@ from runtime.topics.data import decode_entries
 from .share_acknowledgements import AckResult, acknowledgement_batches
 from .types import ConsumerRecord, TopicPartition
 
-__all__ = ["FetchPartition", "Route", "ShareFetchBook"]
+__all__ = ["FetchPartition", "Route", "ShareChunk", "ShareFetchBook", "records_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareChunk:
+    """Acquired records of one log batch: `ranges` are (first offset, last offset, delivery
+    count), ascending, all inside the batch, whose entries are base_offset, base_offset + 1..."""
+    tp: TopicPartition
+    base_offset: int
+    payload: bytes
+    ranges: tuple
+
+    @property
+    def count(self) -> int:
+        return sum(last - first + 1 for first, last, _ in self.ranges)
+
+    def split(self, n: int) -> tuple["ShareChunk", "ShareChunk"]:
+        """The first n records, and the rest (0 < n < count)."""
+        head, tail = [], []
+        for first, last, count in self.ranges:
+            take = min(max(n, 0), last - first + 1)
+            if take:
+                head.append((first, first + take - 1, count))
+            if take <= last - first:
+                tail.append((first + take, last, count))
+            n -= take
+        return (ShareChunk(self.tp, self.base_offset, self.payload, tuple(head)),
+                ShareChunk(self.tp, self.base_offset, self.payload, tuple(tail)))
+
+    def records(self) -> list[ConsumerRecord]:
+        entries = decode_entries(self.payload, self.base_offset)
+        topic, partition, base = self.tp.topic, self.tp.partition, self.base_offset
+        out = []
+        for first, last, count in self.ranges:
+            for r in entries[first - base:last - base + 1]:
+                out.append(ConsumerRecord(topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers, count))
+        return out
+
+
+def records_of(chunks) -> list[ConsumerRecord]:
+    """The records a poll hands the user, decoded where the user is."""
+    return [r for chunk in chunks for r in chunk.records()]
 
 
 @dataclass
@@ -46,7 +91,8 @@ class ShareFetchBook:
         self.member_id = member_id
         self.s = settings
         self.partitions: dict[TopicPartition, FetchPartition] = {}  # of the subscribed topics
-        self.buffer: deque = deque()  # fetched records, not yet polled
+        self.buffer: deque[ShareChunk] = deque()  # fetched records, not yet polled
+        self.buffered = 0  # records in the buffer
         self.results: list[AckResult] = []  # outcomes not yet reported to the user
         self.lock_timeout_ms = -1
 
@@ -139,19 +185,24 @@ class ShareFetchBook:
         record (control batches, compacted offsets) are acknowledged as GAP with the next send."""
         if not result.acquired_records:
             return
-        data = {}
-        for batch in result.records or ():
-            for r in decode_entries(batch.records, batch.base_offset):
-                data[r.offset] = r
-        tp = part.tp
-        for acquired in result.acquired_records:
-            for offset in range(acquired.first_offset, acquired.last_offset + 1):
-                r = data.get(offset)
-                if r is None:
-                    part.gaps[offset] = AcknowledgeType.GAP
-                else:
-                    self.buffer.append(ConsumerRecord(tp.topic, tp.partition, offset, r.timestamp, r.key, r.value,
-                                                      r.headers, acquired.delivery_count))
+        # A batch's entries are its offsets from the base on, one each (decode_entries).
+        batches = sorted((b.base_offset, b.last_offset, b.records) for b in result.records or ())
+        acquired = [(a.first_offset, a.last_offset, a.delivery_count) for a in result.acquired_records]
+        covered = 0
+        for base, last, payload in batches:
+            ranges = tuple((max(first, base), min(end, last), count) for first, end, count in acquired
+                           if first <= last and end >= base)
+            if ranges:
+                chunk = ShareChunk(part.tp, base, payload, ranges)
+                self.buffer.append(chunk)
+                self.buffered += chunk.count
+                covered += chunk.count
+        if covered < sum(end - first + 1 for first, end, _ in acquired):
+            held = [(b, l) for b, l, _ in batches]
+            for first, end, _ in acquired:
+                for offset in range(first, end + 1):
+                    if not any(b <= offset <= l for b, l in held):
+                        part.gaps[offset] = AcknowledgeType.GAP
 
     # ------------------------------------------------------------------ ShareAcknowledge
 
@@ -183,11 +234,22 @@ class ShareFetchBook:
 
     # ------------------------------------------------------------------ handing out
 
-    def drain(self, limit: int) -> list[ConsumerRecord]:
-        records = []
-        while self.buffer and len(records) < limit:
-            records.append(self.buffer.popleft())
-        return records
+    def drain(self, limit: int) -> list[ShareChunk]:
+        """Up to `limit` buffered records, in the order they came."""
+        chunks = []
+        while self.buffer and limit > 0:
+            chunk = self.buffer.popleft()
+            if chunk.count > limit:
+                chunk, rest = chunk.split(limit)
+                self.buffer.appendleft(rest)
+            chunks.append(chunk)
+            limit -= chunk.count
+            self.buffered -= chunk.count
+        return chunks
+
+    def clear(self) -> None:
+        self.buffer.clear()
+        self.buffered = 0
 
     def take_results(self) -> list[AckResult]:
         results, self.results = self.results, []

@@ -23,10 +23,12 @@ import ray  # noqa: E402
 from confluent_kafka import AcknowledgeType, ShareConsumer  # noqa: E402
 
 from actors import Cluster, naming  # noqa: E402
-from tests.benchmarks.bench_share import BATCH, PARTITIONS, RECORD, share_consume  # noqa: E402
+from actors.cluster import RAY_SYSTEM_CONFIG  # noqa: E402
+from tests.benchmarks.bench_share import BATCH, RECORD, share_consume  # noqa: E402
 
 GOAL = 15_692
 TOPIC = "bench-share"
+PARTITIONS = 4
 
 
 def confluent_consume(cluster: Cluster, group: str, records: int, consumers: int) -> dict:
@@ -77,7 +79,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=40_000)
     args = parser.parse_args()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
+             _system_config=RAY_SYSTEM_CONFIG)  # the deployment's Ray settings, as Cluster.local starts Ray
     cluster = Cluster.local(config={"log.flush.fsync": False, "share.auto.offset.reset": "earliest",
                                     "listeners": "PLAINTEXT://127.0.0.1:0",
                                     "group.share.heartbeat.interval.ms": 500,
@@ -92,7 +95,7 @@ def main() -> None:
         runs = []
         for consumers in (1, 2, 4):
             kafka = confluent_consume(cluster, f"bench-kafka-{consumers}", args.records, consumers)
-            shoal = share_consume(cluster, f"bench-shoal-{consumers}", args.records, consumers)
+            shoal = share_consume(cluster, f"bench-shoal-{consumers}", TOPIC, PARTITIONS, args.records, consumers)
             runs.append({"consumers": consumers, "confluent": kafka, "shoal": shoal,
                          "ratio_confluent_to_shoal": round(kafka["records_per_s"] / shoal["records_per_s"], 2)})
         best = max(r["confluent"]["records_per_s"] for r in runs)

@@ -1,12 +1,22 @@
-"""Produce, then share-consume 1 KiB records with explicit acknowledgement: 1, 2 and 4 share
-consumers (one thread each in this process) on a 4-partition topic, each run in a fresh share
-group reading from the earliest offset. The peer is the raw Ray transport in the same run: an
-empty async actor method returning the same 500-record payloads, with as many callers in
-flight as there are consumers. Goal: 15,700 records/s in total with 4 consumers (Kafka's
-share-consumer perf test, one consumer on a single-broker laptop, apache/kafka PR #19928).
-Prints JSON.
+"""Share groups as a work queue: how much they drain and how long a record waits. Prints JSON.
 
-    python tests/benchmarks/bench_share.py [--records 40000]
+Throughput: produce, then share-consume 1 KiB records with explicit acknowledgement (500 a
+poll) with 1, 2, 4 and 8 share consumers (one thread each in this process) on 4 and 16
+partitions, fsync off and on, each run in a fresh share group reading from the earliest
+offset. The peer, measured right after each run: the raw Ray transport, an async actor method
+handing back a 500-record payload it holds, with as many callers as there are consumers.
+Goals: 50,000 records/s with four consumers on four partitions (fsync off), no fall as
+consumers are added up to the partition count, and at least 0.3 of the raw transport.
+
+Latency: a producer at a steady 5,000 records/s on four partitions, four share consumers that
+acknowledge each poll at once (commit_sync). Per record, from its produce being acknowledged
+to the producer, the time until a consumer's poll returned it (delivery) and until its
+acknowledgement was durable (commit_sync returned). Goal (fsync off): p50 under 10 ms, p99
+under 50 ms.
+
+The load average (1 minute) is given beside each figure: the machine may be shared.
+
+    python tests/benchmarks/bench_share.py [--records 20000] [--latency-s 5]
 """
 from __future__ import annotations
 
@@ -23,12 +33,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 import ray  # noqa: E402
 
 from actors import AcknowledgeType, Cluster, naming  # noqa: E402
+from actors.cluster import RAY_SYSTEM_CONFIG  # noqa: E402
 from runtime.topics.data import encode_records  # noqa: E402
 
 RECORD = 1024
 BATCH = 500
-PARTITIONS = 4
-GOAL = 15_700
+GOAL = 50_000
+GOAL_RATIO = 0.3
+LATENCY_RATE = 5_000
+LATENCY_PARTITIONS = 4
+LATENCY_CONSUMERS = 4
 
 
 @ray.remote(num_cpus=0)
@@ -42,42 +56,78 @@ class Sink:
         return self._payload
 
 
+def _load() -> float:
+    return round(os.getloadavg()[0], 1)
+
+
 def raw_transport(records: int, callers: int) -> float:
     """Records per second moved as 500-record payloads by `callers` concurrent callers."""
     payload = encode_records([(0, None, os.urandom(RECORD), []) for _ in range(BATCH)])
     sink = Sink.remote()
     ray.get(sink.keep.remote(payload))
-    calls = records // BATCH
+    calls = max(records // BATCH // callers, 1)
     started = time.perf_counter()
 
-    def caller(n: int) -> None:
-        for _ in range(n):
+    def caller() -> None:
+        for _ in range(calls):
             ray.get(sink.give.remote())
-    threads = [threading.Thread(target=caller, args=(calls // callers,)) for _ in range(callers)]
+    threads = [threading.Thread(target=caller) for _ in range(callers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - started
     ray.kill(sink)
-    return (calls // callers) * callers * BATCH / elapsed
+    return calls * callers * BATCH / elapsed
 
 
-def share_consume(cluster: Cluster, group: str, records: int, consumers: int) -> dict:
+def _subscribed(cluster: Cluster, group: str, topic: str, partitions: int, consumers: int) -> list:
+    """`consumers` share consumers of `group`, every partition assigned and its SharePartition
+    loaded: joining is not the data path."""
     clients = [cluster.share_consumer(group, share_acknowledgement_mode="explicit", max_poll_records=BATCH)
                for _ in range(consumers)]
     for c in clients:
-        c.subscribe("bench-share")
-    # Assigned and loaded before the clock starts: joining is not the data path.
-    deadline = time.monotonic() + 60
-    while set().union(*(c.assignment() for c in clients)) != {(("bench-share", p)) for p in range(PARTITIONS)}:
+        c.subscribe(topic)
+    deadline = time.monotonic() + 120
+    while set().union(*(c.assignment() for c in clients)) != {(topic, p) for p in range(partitions)}:
         if time.monotonic() > deadline:
             raise RuntimeError("the share group did not assign every partition")
         time.sleep(0.1)
+    controller = ray.get_actor(naming.CONTROLLER, namespace=cluster.namespace)
+    topic_id = cluster.describe_topic(topic).topic_id
+    ray.get([controller.ensure_share_partition.remote(group, topic, topic_id, p) for p in range(partitions)])
+    ray.get([_share_partition(cluster, group, topic, p).ready.remote() for p in range(partitions)])
+    return clients
+
+
+def _share_partition(cluster: Cluster, group: str, topic: str, partition: int):
+    return ray.get_actor(naming.share_partition(group, topic, partition), namespace=cluster.namespace)
+
+
+def _finish(cluster: Cluster, clients: list, group: str, topic: str, partitions: int) -> None:
+    for c in clients:
+        c.close()
+    for p in range(partitions):  # free the processes before the next run
+        try:
+            ray.kill(_share_partition(cluster, group, topic, p))
+        except ValueError:
+            pass
+
+
+def produce(cluster: Cluster, topic: str, partitions: int, records: int) -> None:
+    value = os.urandom(RECORD)
+    with cluster.producer(linger_ms=5, batch_size=BATCH * (RECORD + 16)) as producer:
+        for i in range(records):
+            producer.send(topic, value, partition=i % partitions)
+        producer.flush()
+
+
+def share_consume(cluster: Cluster, group: str, topic: str, partitions: int, records: int, consumers: int) -> dict:
+    clients = _subscribed(cluster, group, topic, partitions, consumers)
     counts = [0] * consumers
     lock = threading.Lock()
     total = [0]
-    started = [None]  # at the first record: the SharePartitions are made by the first fetches
+    started = time.perf_counter()
 
     def consume(i: int) -> None:
         c = clients[i]
@@ -90,8 +140,6 @@ def share_consume(cluster: Cluster, group: str, records: int, consumers: int) ->
                 c.acknowledge(r, AcknowledgeType.ACCEPT)
             counts[i] += len(batch)
             with lock:
-                if batch and started[0] is None:
-                    started[0] = time.perf_counter()
                 total[0] += len(batch)
         c.commit_sync()
     threads = [threading.Thread(target=consume, args=(i,)) for i in range(consumers)]
@@ -99,55 +147,126 @@ def share_consume(cluster: Cluster, group: str, records: int, consumers: int) ->
         t.start()
     for t in threads:
         t.join()
-    elapsed = time.perf_counter() - started[0]
-    for c in clients:
-        c.close()
-    for p in range(PARTITIONS):  # free the processes before the next run
-        try:
-            ray.kill(ray.get_actor(naming.share_partition(group, "bench-share", p), namespace=cluster.namespace))
-        except ValueError:
-            pass
-    return {"consumers": consumers, "records": total[0], "seconds": round(elapsed, 2),
-            "records_per_s": round(total[0] / elapsed), "per_consumer": counts}
+    elapsed = time.perf_counter() - started
+    load = _load()
+    _finish(cluster, clients, group, topic, partitions)
+    return {"partitions": partitions, "consumers": consumers, "records": total[0], "seconds": round(elapsed, 2),
+            "records_per_s": round(total[0] / elapsed), "per_consumer": counts, "load_average_1m": load}
+
+
+def _percentiles(samples_ms: list[float]) -> dict:
+    if not samples_ms:
+        return {}
+    s = sorted(samples_ms)
+    return {"p50_ms": round(s[len(s) // 2], 2), "p99_ms": round(s[min(len(s) - 1, int(len(s) * 0.99))], 2),
+            "max_ms": round(s[-1], 2), "count": len(s)}
+
+
+def latency(cluster: Cluster, group: str, seconds: float) -> dict:
+    topic = f"{group}-topic"
+    cluster.create_topic(topic, LATENCY_PARTITIONS)
+    clients = _subscribed(cluster, group, topic, LATENCY_PARTITIONS, LATENCY_CONSUMERS)
+    acked: dict = {}      # (partition, offset) -> when the producer learnt its produce was acknowledged
+    delivered: dict = {}  # ... -> when a consumer's poll returned it
+    durable: dict = {}    # ... -> when its acknowledgement's commit_sync returned
+    total = int(seconds * LATENCY_RATE)
+    producing = threading.Event()
+    producing.set()
+
+    def consume(c) -> None:
+        while producing.is_set() or len(durable) < total:
+            batch = c.poll(0.1)
+            now = time.perf_counter()
+            keys = [(r.partition, r.offset) for r in batch]
+            for r in batch:
+                c.acknowledge(r, AcknowledgeType.ACCEPT)
+            for k in keys:
+                delivered[k] = now
+            if batch:
+                c.commit_sync()
+                now = time.perf_counter()
+                for k in keys:
+                    durable[k] = now
+            elif not producing.is_set() and len(delivered) >= total:
+                break
+
+    def on_acked(future) -> None:
+        meta = future.result()
+        acked[(meta.partition, meta.offset)] = time.perf_counter()
+
+    threads = [threading.Thread(target=consume, args=(c,)) for c in clients]
+    for t in threads:
+        t.start()
+    value = os.urandom(RECORD)
+    with cluster.producer(linger_ms=2) as producer:  # a produce call per record would cap the rate
+        started = time.perf_counter()
+        for i in range(total):
+            due = started + i / LATENCY_RATE
+            ahead = due - time.perf_counter()
+            if ahead > 0.001:
+                time.sleep(ahead)  # pacing the producer, not waiting for a result
+            producer.send(topic, value, partition=i % LATENCY_PARTITIONS).add_done_callback(on_acked)
+        producer.flush()
+        produce_s = time.perf_counter() - started
+    producing.clear()
+    for t in threads:
+        t.join(timeout=120)
+    load = _load()
+    _finish(cluster, clients, group, topic, LATENCY_PARTITIONS)
+    early = sum(1 for k, t in delivered.items() if k in acked and t < acked[k])
+    return {"records": total, "produced_records_per_s": round(total / produce_s), "consumers": LATENCY_CONSUMERS,
+            "partitions": LATENCY_PARTITIONS,
+            "delivery": _percentiles([max(t - acked[k], 0) * 1000 for k, t in delivered.items() if k in acked]),
+            "acknowledgement_durable": _percentiles([max(t - acked[k], 0) * 1000 for k, t in durable.items()
+                                                     if k in acked]),
+            "delivered_before_produce_acknowledged": early, "load_average_1m": load}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--records", type=int, default=40_000)
+    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--latency-s", type=float, default=5.0)
+    parser.add_argument("--partitions", type=int, nargs="*", default=[4, 16])
+    parser.add_argument("--consumers", type=int, nargs="*", default=[1, 2, 4, 8])
+    parser.add_argument("--fsync", choices=["off", "on", "both"], default="both")
     args = parser.parse_args()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
-    cluster = Cluster.local(config={"log.flush.fsync": False, "share.auto.offset.reset": "earliest",
-                                    "group.share.heartbeat.interval.ms": 500,
-                                    "group.share.min.heartbeat.interval.ms": 500})
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
+             _system_config=RAY_SYSTEM_CONFIG)
+    out = {"benchmark": "share_groups",
+           "conditions": {"records": args.records, "record_bytes": RECORD, "max_poll_records": BATCH,
+                          "cpus": os.cpu_count()},
+           "throughput": [], "latency": []}
     try:
-        cluster.create_topic("bench-share", PARTITIONS)
-        value = os.urandom(RECORD)
-        started = time.perf_counter()
-        with cluster.producer(linger_ms=5, batch_size=BATCH * (RECORD + 16)) as producer:
-            for i in range(args.records):
-                producer.send("bench-share", value, partition=i % PARTITIONS)
-            producer.flush()
-        produce_s = time.perf_counter() - started
-        runs = []
-        for consumers in (1, 2, 4):
-            run = share_consume(cluster, f"bench-{consumers}", args.records, consumers)
-            raw = raw_transport(args.records, consumers)
-            run["raw_ray_records_per_s"] = round(raw)
-            run["ratio_to_raw"] = round(run["records_per_s"] / raw, 3)
-            runs.append(run)
-        four = runs[-1]["records_per_s"]
-        print(json.dumps({
-            "benchmark": "share_consume_explicit_ack",
-            "conditions": {"records": args.records, "record_bytes": RECORD, "partitions": PARTITIONS,
-                           "max_poll_records": BATCH, "fsync": False, "cpus": os.cpu_count(),
-                           "load_average_1m": round(os.getloadavg()[0], 1)},
-            "produce_records_per_s": round(args.records / produce_s),
-            "runs": runs,
-            "goal_records_per_s_with_4_consumers": GOAL,
-            "goal_met": four >= GOAL,
-        }, indent=2))
+        for fsync in {"off": (False,), "on": (True,), "both": (False, True)}[args.fsync]:
+            cluster = Cluster.local(config={"log.flush.fsync": fsync, "share.auto.offset.reset": "earliest",
+                                            "group.share.heartbeat.interval.ms": 500,
+                                            "group.share.min.heartbeat.interval.ms": 500})
+            try:
+                for partitions in args.partitions:
+                    topic = f"bench-share-{partitions}"
+                    cluster.create_topic(topic, partitions)
+                    produce(cluster, topic, partitions, args.records)
+                    for consumers in args.consumers:
+                        run = share_consume(cluster, f"bench-{partitions}-{consumers}", topic, partitions,
+                                            args.records, consumers)
+                        raw = raw_transport(args.records, consumers)
+                        run.update(fsync=fsync, raw_ray_records_per_s=round(raw),
+                                   ratio_to_raw=round(run["records_per_s"] / raw, 3))
+                        out["throughput"].append(run)
+                        print(json.dumps(run), file=sys.stderr, flush=True)
+                if args.latency_s > 0:
+                    run = latency(cluster, f"latency-{int(fsync)}", args.latency_s)
+                    run["fsync"] = fsync
+                    out["latency"].append(run)
+                    print(json.dumps(run), file=sys.stderr, flush=True)
+            finally:
+                cluster.shutdown()
+        four = [r for r in out["throughput"] if r["partitions"] == 4 and r["consumers"] == 4 and not r["fsync"]]
+        if four:
+            out["goal_records_per_s_with_4_consumers_on_4_partitions"] = GOAL
+            out["goal_met"] = four[0]["records_per_s"] >= GOAL
+        print(json.dumps(out, indent=2))
     finally:
-        cluster.shutdown()
         ray.shutdown()
 
 

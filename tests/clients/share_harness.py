@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from runtime.clients.share_acknowledgements import InFlightRecords
-from runtime.clients.share_fetch import ShareFetchBook
+from runtime.clients.share_fetch import ShareFetchBook, records_of
 from runtime.clients.share_membership import ShareMembershipManager
 from runtime.clients.types import TopicPartition
 from runtime.errors import Errors, KafkaError
@@ -204,7 +204,7 @@ class ShareMember:
             self.membership.partition_refused(error, stamp)
         self.results += self.book.take_results()
         self.in_flight.settle(self.results)
-        return self.in_flight.deliver(self.book.drain(SETTINGS["max_poll_records"]))
+        return self.in_flight.deliver(records_of(self.book.drain(SETTINGS["max_poll_records"])))
 
     def commit(self) -> list:
         for tp, acks in self.in_flight.take().items():

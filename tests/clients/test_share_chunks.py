@@ -1,0 +1,61 @@
+"""The share consumer's buffer keeps fetched records in their log batches until a poll hands
+them out: what the user gets is the same records, delivery counts and order, and offsets
+acquired without a record are acknowledged as GAP."""
+from __future__ import annotations
+
+from runtime.clients.share_fetch import ShareFetchBook, records_of
+from runtime.clients.types import TopicPartition
+from runtime.messages.share import (AcknowledgeType, AcquiredRecords, ShareFetchableTopicResponse,
+                                    ShareFetchResponse, ShareFetchResponsePartition)
+from runtime.messages.topics import FetchedBatch
+from runtime.topics.data import encode_records
+
+TP = TopicPartition("t", 0)
+SETTINGS = {"fetch_max_wait_ms": 500, "fetch_min_bytes": 1, "max_partition_fetch_bytes": 1 << 20,
+            "max_poll_records": 500}
+
+
+def _batch(base: int, values: list[bytes]) -> FetchedBatch:
+    return FetchedBatch(base, base + len(values) - 1, encode_records([(base + i, None, v, []) for i, v in enumerate(values)]))
+
+
+def _fetched(book: ShareFetchBook, batches, acquired) -> None:
+    part = book.partitions[TP]
+    response = ShareFetchResponse(responses=(ShareFetchableTopicResponse("id", (ShareFetchResponsePartition(
+        0, records=tuple(batches), acquired_records=tuple(AcquiredRecords(*a) for a in acquired)),)),))
+    request, acks = book.fetch_request(TP, {}, 0)
+    book.on_fetch_response(part, acks, response)
+
+
+def _book() -> ShareFetchBook:
+    book = ShareFetchBook("g", "m", SETTINGS)
+    book.subscribe([("t", "id", 0)])
+    return book
+
+
+def test_polls_split_batches_and_keep_order_and_delivery_counts():
+    book = _book()
+    _fetched(book, [_batch(0, [b"a", b"b", b"c"]), _batch(3, [b"d", b"e"])], [(0, 1, 1), (2, 4, 3)])
+    assert book.buffered == 5
+    first = records_of(book.drain(2))
+    second = records_of(book.drain(2))
+    third = records_of(book.drain(2))
+    assert [(r.offset, r.value, r.delivery_count) for r in first] == [(0, b"a", 1), (1, b"b", 1)]
+    assert [(r.offset, r.value, r.delivery_count) for r in second] == [(2, b"c", 3), (3, b"d", 3)]
+    assert [(r.offset, r.value, r.delivery_count) for r in third] == [(4, b"e", 3)]
+    assert book.buffered == 0 and book.drain(2) == []
+
+
+def test_only_acquired_offsets_of_a_batch_are_handed_out():
+    book = _book()
+    _fetched(book, [_batch(0, [b"a", b"b", b"c", b"d"])], [(1, 2, 2)])
+    assert [(r.offset, r.value) for r in records_of(book.drain(10))] == [(1, b"b"), (2, b"c")]
+
+
+def test_acquired_offsets_without_a_record_are_acknowledged_as_gaps():
+    book = _book()
+    _fetched(book, [_batch(0, [b"a"]), _batch(3, [b"d"])], [(0, 3, 1)])
+    assert [r.offset for r in records_of(book.drain(10))] == [0, 3]
+    request, acks = book.fetch_request(TP, {0: AcknowledgeType.ACCEPT, 3: AcknowledgeType.ACCEPT}, 0)
+    assert acks == {0: AcknowledgeType.ACCEPT, 1: AcknowledgeType.GAP, 2: AcknowledgeType.GAP,
+                    3: AcknowledgeType.ACCEPT}
