@@ -42,7 +42,7 @@ def fetch(conn, topic, partitions, session_id=0, epoch=-1, forgotten=(), version
             {"partition": p, "fetch_offset": (offsets or {}).get(p, 0), "partition_max_bytes": 1 << 20}
             for p in partitions]}] if partitions else [],
         "forgotten_topics_data": [{topic_field: topic, "partitions": list(forgotten)}] if forgotten else []})
-    if response["session_id"] and epoch == 0:
+    if response.get("session_id") and epoch == 0:
         conn.opened = (topic, [], response["session_id"], -1, (), version)
     return response
 
@@ -178,3 +178,13 @@ def test_kafka_python_reads_everything_through_a_session(cluster, bootstrap):
     finally:
         consumer.close()
         producer.close()
+
+
+@pytest.mark.parametrize("version", [4, 7, 12, 13, 18])
+def test_every_served_fetch_version_reads_without_a_session(cluster, bootstrap, conn, version):
+    topic = f"versions-{version}"
+    cluster.create_topic(topic, 1)
+    produce(bootstrap, topic, 0, b"v")
+    key = topic_id(cluster, conn, topic) if version >= 13 else topic
+    response = fetch(conn, key, [0], version=version)
+    assert response.get("session_id", 0) == 0 and answered(response) == {0: 1}
