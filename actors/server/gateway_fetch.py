@@ -92,7 +92,8 @@ async def _read(gw, reads: list, names: dict, request: dict) -> list[dict]:
 async def fetch(gw, event) -> dict:
     request = plain(event.request)
     version = event.api_version
-    context = gw.fetch_sessions.new_context(session_request(version, request), int(time.time() * 1000))
+    # Sessions only compare times with each other: a monotonic clock keeps a clock step out.
+    context = gw.fetch_sessions.new_context(session_request(version, request), int(time.monotonic() * 1000))
     reads = list(context.reads)
     if version >= TOPIC_IDS_FROM:
         names = await gw.topic_ids.names(sorted({topic for (topic, _), _ in reads}))
@@ -102,7 +103,7 @@ async def fetch(gw, event) -> dict:
     by_key = dict(zip((key for key, _ in reads), results))
     answer = gw.fetch_sessions.complete(context, {key: PartitionResult(
         r["error_code"], r["high_watermark"], r["log_start_offset"], bool(r["records"]))
-        for key, r in by_key.items()}, int(time.time() * 1000))
+        for key, r in by_key.items()}, int(time.monotonic() * 1000))
     by_topic: dict[str, list] = {}
     for topic, partition in answer.partitions:
         by_topic.setdefault(topic, []).append(by_key[(topic, partition)])

@@ -77,16 +77,24 @@ def _corrupt(message: str) -> KafkaError:
 # ------------------------------------------------------------------ varints (zigzag)
 
 def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise _corrupt("a varint runs past its record")
+    # The hot loop of decoding a produced batch: a one-byte varint returns at once, and
+    # running off the end is caught once rather than checked at every byte.
+    try:
         b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), pos + 1
+        result, shift = b & 0x7F, 7
+        while True:
+            pos += 1
+            b = buf[pos]
+            result |= (b & 0x7F) << shift
+            if b < 0x80:
+                return (result >> 1) ^ -(result & 1), pos + 1
+            shift += 7
+            if shift > 63:
+                raise _corrupt("a varint longer than ten bytes")
+    except IndexError:
+        raise _corrupt("a varint runs past its record") from None
 
 
 def _write_varint(out: bytearray, value: int) -> None:
@@ -103,7 +111,7 @@ def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
         return None, pos
     if pos + size > len(buf):
         raise _corrupt("a key, value or header runs past its record")
-    return bytes(buf[pos:pos + size]), pos + size
+    return buf[pos:pos + size], pos + size
 
 
 def _write_bytes(out: bytearray, value: bytes | None) -> None:

@@ -7,10 +7,11 @@ directions, each codec. Prints JSON.
     python tests/benchmarks/bench_gateway_data.py [--records 50000] [--fsync]
 
 Both producers get the same linger (5 ms) and batch size and are idempotent (shoal's is by
-default); librdkafka's default, not idempotent, is measured too. In these runs librdkafka
-kept one idempotent Produce in flight at a time (seen at the gateway), so that figure is
-bound by the gateway's latency, the other by its throughput. Both consumers read one
-partition from offset 0 without a group.
+default); librdkafka's default, not idempotent, is measured too. An idempotent librdkafka
+keeps one Produce of many records in flight per partition (it counts messages, not
+requests, against its limit of five in-flight requests: rdkafka_broker.c, as against Kafka),
+so that figure is bound by the gateway's latency, the other by its throughput. Both
+consumers read one partition from offset 0 without a group.
 """
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ def fetch(conn, topic, partitions, session_id=0, epoch=-1, forgotten=(), version
             {"partition": p, "fetch_offset": (offsets or {}).get(p, 0), "partition_max_bytes": 1 << 20}
             for p in partitions]}] if partitions else [],
         "forgotten_topics_data": [{topic_field: topic, "partitions": list(forgotten)}] if forgotten else []})
-    if response["session_id"] and epoch == 0:
+    if response.get("session_id") and epoch == 0:
         conn.opened = (topic, [], response["session_id"], -1, (), version)
     return response
 
@@ -61,7 +61,7 @@ def produce(bootstrap, topic, partition, value=b"x"):
         producer.close()
 
 
-def topic_id(cluster, conn, topic):
+def topic_id(conn, topic):
     (t,) = conn.request(3, 12, {"topics": [{"name": topic, "topic_id": "00000000-0000-0000-0000-000000000000"}], "allow_auto_topic_creation": False,
                                 "include_topic_authorized_operations": False})["topics"]
     return t["topic_id"]
@@ -124,7 +124,7 @@ def test_session_errors_answer_nothing_and_change_nothing(cluster, bootstrap, co
 
 def test_topic_ids_from_fetch_and_produce_v13(cluster, bootstrap, conn):
     cluster.create_topic("ids", 1)
-    tid = topic_id(cluster, conn, "ids")
+    tid = topic_id(conn, "ids")
     produced = conn.request(0, 13, {"transactional_id": None, "acks": -1, "timeout": 30000, "topic_data": [
         {"topic_id": tid, "partition_data": [{"index": 0, "records": encode_batch([(1234, b"k", b"v", ())])}]},
         {"topic_id": UNKNOWN_ID, "partition_data": [{"index": 0, "records": encode_batch([(1, None, b"v", ())])}]}]})
@@ -178,3 +178,13 @@ def test_kafka_python_reads_everything_through_a_session(cluster, bootstrap):
     finally:
         consumer.close()
         producer.close()
+
+
+@pytest.mark.parametrize("version", [4, 7, 12, 13, 18])
+def test_every_served_fetch_version_reads_without_a_session(cluster, bootstrap, conn, version):
+    topic = f"versions-{version}"
+    cluster.create_topic(topic, 1)
+    produce(bootstrap, topic, 0, b"v")
+    key = topic_id(conn, topic) if version >= 13 else topic
+    response = fetch(conn, key, [0], version=version)
+    assert response.get("session_id", 0) == 0 and answered(response) == {0: 1}
