@@ -2,6 +2,7 @@
 fixture built on it). Pure runtime tests never start Ray."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -19,6 +20,34 @@ def init_session_ray():
         ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
                  runtime_env={"env_vars": {"PYTHONPATH": ROOT}}, _system_config=RAY_SYSTEM_CONFIG)
     return ray
+
+
+@contextlib.contextmanager
+def own_ray_cluster():
+    """A multi-node Ray of the test's own (`ray.cluster_utils.Cluster`): the session's Ray is
+    stopped first and started again after. The driver connects to the head before any worker
+    is added, so it (and the client actors beside it) stays on the head; the caller adds the
+    workers. A Spark session (tests/spark) lives in the session's Ray: then the test skips."""
+    from ray.cluster_utils import Cluster as RayCluster
+
+    import ray
+    from actors.cluster import RAY_SYSTEM_CONFIG
+    raydp = sys.modules.get("raydp.context")
+    if raydp is not None and raydp._global_spark_context is not None:
+        pytest.skip("a Spark session runs in the session's Ray, which this module would stop")
+    had_session = ray.is_initialized()
+    ray.shutdown()
+    rc = RayCluster(initialize_head=True, head_node_args=dict(num_cpus=1, _system_config=RAY_SYSTEM_CONFIG))
+    try:
+        ray.init(address=rc.address, logging_level=logging.WARNING,
+                 runtime_env={"env_vars": {"PYTHONPATH": ROOT}})
+        assert ray.get_runtime_context().get_node_id() == rc.head_node.node_id
+        yield rc
+    finally:
+        ray.shutdown()
+        rc.shutdown()
+        if had_session:
+            init_session_ray()
 
 
 def pytest_collection_modifyitems(config, items):

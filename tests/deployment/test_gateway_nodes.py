@@ -5,7 +5,6 @@ Kafka clients see each gateway as a broker. Metadata names, as a partition's lea
 gateway on the node where that partition-leader actor runs, and FindCoordinator the gateway on
 the coordinator actor's node; an unmodified kafka-python producer and consumer group work
 through them. This module runs its own Ray cluster, as test_multinode does."""
-import logging
 
 import pytest
 import ray
@@ -13,8 +12,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 from actors import Cluster, naming
-from actors.cluster import RAY_SYSTEM_CONFIG
-from tests.conftest import BASE_CONFIG, ROOT, init_session_ray, wait_until
+from tests.conftest import BASE_CONFIG, own_ray_cluster, wait_until
 
 pytestmark = pytest.mark.ray
 
@@ -24,28 +22,13 @@ CONFIG = {**BASE_CONFIG, "actor.resources": {SERVER: 1}, "listeners": "PLAINTEXT
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
-    import sys
-    from ray.cluster_utils import Cluster as RayCluster
-    raydp = sys.modules.get("raydp.context")
-    if raydp is not None and raydp._global_spark_context is not None:
-        pytest.skip("a Spark session runs in the session's Ray, which this module would stop")
-    had_session = ray.is_initialized()
-    ray.shutdown()
-    rc = RayCluster(initialize_head=True, head_node_args=dict(num_cpus=1, _system_config=RAY_SYSTEM_CONFIG))
-    cluster = None
-    try:
-        ray.init(address=rc.address, logging_level=logging.WARNING,
-                 runtime_env={"env_vars": {"PYTHONPATH": ROOT}})
+    with own_ray_cluster() as rc:
         worker = rc.add_node(num_cpus=0, resources={SERVER: 1000})
         cluster = Cluster.local(data_dir=str(tmp_path_factory.mktemp("shoal")), config=CONFIG)
-        yield cluster, rc.head_node.node_id, worker.node_id
-    finally:
-        if cluster is not None:
+        try:
+            yield cluster, rc.head_node.node_id, worker.node_id
+        finally:
             cluster.shutdown()
-        ray.shutdown()
-        rc.shutdown()
-        if had_session:
-            init_session_ray()
 
 
 def gateways(cluster):

@@ -12,19 +12,17 @@ and each committed transaction's records appear once, an aborted one's never.
 
 This module runs its own Ray cluster: it shuts the session's Ray down first and starts it
 again after (tests.conftest.init_session_ray)."""
-import logging
 import threading
 
 import pytest
 import ray
 
 from actors import AcknowledgeType, Cluster, TopicPartition, naming
-from actors.cluster import RAY_SYSTEM_CONFIG
 from runtime.hashing import partition_for
 from runtime.share.coordinator import state_partition_for
 from tests.conftest import BASE_CONFIG
 from tests.helpers import Ownership, Worker, double_owners, read_partition, transactions_settled
-from tests.conftest import ROOT, init_session_ray, wait_until
+from tests.conftest import own_ray_cluster, wait_until
 
 pytestmark = pytest.mark.ray
 
@@ -45,28 +43,8 @@ CONSUMER = dict(session_timeout_ms=20000, heartbeat_interval_ms=500, max_poll_re
 @pytest.fixture(scope="module")
 def nodes():
     """A head (the driver and the clients) and two workers (the deployment's actors)."""
-    import sys
-    from ray.cluster_utils import Cluster as RayCluster
-    raydp = sys.modules.get("raydp.context")
-    if raydp is not None and raydp._global_spark_context is not None:
-        # The session's Spark (tests/spark, collected after this) lives in the session's Ray.
-        pytest.skip("a Spark session runs in the session's Ray, which this module would stop")
-    had_session = ray.is_initialized()
-    ray.shutdown()
-    rc = RayCluster(initialize_head=True, head_node_args=dict(num_cpus=1, _system_config=RAY_SYSTEM_CONFIG))
-    try:
-        # Connect before the workers exist: the driver (and so the client actors, which run
-        # beside it) must be on the head, not on a node that shares its address.
-        ray.init(address=rc.address, logging_level=logging.WARNING,
-                 runtime_env={"env_vars": {"PYTHONPATH": ROOT}})
-        assert ray.get_runtime_context().get_node_id() == rc.head_node.node_id
-        workers = [rc.add_node(num_cpus=0, resources={SERVER: 1000}) for _ in range(2)]
-        yield rc, workers
-    finally:
-        ray.shutdown()
-        rc.shutdown()
-        if had_session:
-            init_session_ray()
+    with own_ray_cluster() as rc:
+        yield rc, [rc.add_node(num_cpus=0, resources={SERVER: 1000}) for _ in range(2)]
 
 
 def node_of(cluster, name):
