@@ -151,11 +151,12 @@ async def run(quick: bool) -> dict:
     cluster = Cluster.local(config=CONFIG)
     try:
         cluster.create_topic(TOPIC, PARTITIONS)
-        plain = ray.remote(GatewayActor).options(name="shoal/gateway/uncoalesced", namespace=cluster.namespace,
+        bootstrap = cluster.bootstrap_servers  # before the second gateway: it is no broker of the cluster
+        plain = ray.remote(GatewayActor).options(name="shoal/bench/gateway-uncoalesced", namespace=cluster.namespace,
                                                  num_cpus=0).remote(
             {**cluster._deployment, "config": {**cluster._deployment["config"], "gateway.coalesce.requests": False}})
         address = ray.get(plain.start.remote(), timeout=60)
-        gateways = {"coalesced": (cluster.bootstrap_servers, cluster._actor(naming.gateway(0))),
+        gateways = {"coalesced": (bootstrap, cluster._actor(naming.gateway(0))),
                     "uncoalesced": (f"{address['host']}:{address['port']}", plain)}
         # offsets.topic.num.partitions is 1: both groups live in this one coordinator actor.
         coordinator = cluster.group_coordinator("heartbeats-coalesced")
