@@ -10,8 +10,8 @@ DEFAULTS: dict = {
     "transaction.state.log.num.partitions": 1,
     # The transaction.version cluster feature: 2 (KIP-890 part 2, Kafka 4.x) or 1.
     "transaction.version": 2,
-    # The runtime's write path.
-    "append.linger.ms": 5,
+    # The runtime's write path: -1 is adaptive, Kafka 4.2's default (runtime.coordinator.RuntimeConfig).
+    "append.linger.ms": -1,
     "log.flush.fsync": True,
     "offsets.topic.segment.bytes": 104857600,
     # Resources each actor asks Ray for: zero CPUs so one laptop can host them all.

@@ -186,14 +186,22 @@ class LoadProgress:
 
 @dataclass(frozen=True)
 class RuntimeConfig:
-    linger_ms: int = 5  # append.linger.ms: how long a batch waits for more writes
+    # append.linger.ms: how long a batch waits for more writes. -1, Kafka 4.2's default
+    # (KAFKA-19826), is adaptive: the batch is due at once, so the owner writes it as soon as
+    # the operations already queued have run; those arriving together share it, those
+    # arriving while a batch is being written share the next, and a lone write waits for
+    # nothing. 0 behaves the same here (the owner writes after its queue, never inside an
+    # operation).
+    linger_ms: int = -1
     max_batch_bytes: int = 1024 * 1024  # a batch is flushed at once when it reaches this
 
     @classmethod
     def from_config(cls, config: dict | None) -> "RuntimeConfig":
         config = config or {}
-        return cls(int(config.get("append.linger.ms", cls.linger_ms)),
-                   int(config.get("append.max.batch.bytes", cls.max_batch_bytes)))
+        linger_ms = int(config.get("append.linger.ms", cls.linger_ms))
+        if linger_ms < -1:
+            raise KafkaError(Errors.INVALID_CONFIG, f"append.linger.ms must be -1 (adaptive) or at least 0, not {linger_ms}")
+        return cls(linger_ms, int(config.get("append.max.batch.bytes", cls.max_batch_bytes)))
 
 
 _pack = msgpack.Packer(use_bin_type=True).pack

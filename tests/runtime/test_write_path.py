@@ -132,7 +132,7 @@ def test_an_operation_without_records_waits_for_the_pending_batch(tmp_path):
 
 
 def test_deferred_responses_and_completions(tmp_path):
-    h = ShardHarness(str(tmp_path), KvShard)
+    h = ShardHarness(str(tmp_path), KvShard, config={"append.linger.ms": 5})  # the tombstone lingers
     h.call(put("a", 1, expires_at=50))
     waiting = h.write(lambda s, now: s.wait_for_expiry("a"))
     assert not waiting.done and h.runtime.deferred_keys == [("wait", "a")]
@@ -303,8 +303,21 @@ def test_an_empty_log_loads_at_once_and_unloading_tells_the_shard(tmp_path):
     assert shard.unloaded and rt.log.closed
 
 
+def test_adaptive_linger_flushes_on_the_next_poll_and_is_the_default(tmp_path):
+    rt = runtime_for(tmp_path, {})
+    assert rt.settings.linger_ms == -1
+    first = rt.write(put("a", 1), 100)
+    second = rt.write(put("b", 2), 100)  # queued before the owner's poll: the same batch
+    assert rt.flush_deadline() == 100 and not first.done
+    rt.poll(100)
+    assert first.done and second.done and durable_values(rt) == [1, 2]
+
+
 def test_runtime_config_from_kafka_names():
-    assert RuntimeConfig.from_config(None) == RuntimeConfig(5, 1024 * 1024)
+    assert RuntimeConfig.from_config(None) == RuntimeConfig(-1, 1024 * 1024)
+    with pytest.raises(KafkaError) as e:
+        RuntimeConfig.from_config({"append.linger.ms": -2})
+    assert e.value.error is Errors.INVALID_CONFIG
     assert RuntimeConfig.from_config({"append.linger.ms": "0", "append.max.batch.bytes": 512}) == RuntimeConfig(0, 512)
 
 
