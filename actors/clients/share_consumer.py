@@ -42,6 +42,11 @@ from ..retry import Backoff
 
 log = logging.getLogger(__name__)
 
+
+def monotonic_ms() -> int:
+    """The clock of the buffered records' lock bounds (runtime.clients.share_fetch)."""
+    return int(time.monotonic() * 1000)
+
 __all__ = ["ShareConsumer", "ShareConsumerActor", "AcknowledgeType", "DEFAULT_CONFIG"]
 
 DEFAULT_CONFIG: dict = {
@@ -184,7 +189,7 @@ class ShareConsumerActor(ClientActor):
             self._start_fetch(tp, a, timeout_ms)
         renewed = list(await asyncio.gather(*renewals))
         deadline = time.monotonic() + timeout_ms / 1000
-        while not self.book.buffer and not renewed:
+        while not self.book.has_records(monotonic_ms()) and not renewed:
             self._arrived.clear()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -195,11 +200,11 @@ class ShareConsumerActor(ClientActor):
                 break
             for tp in self.book.idle(self._fetchable):
                 self._start_fetch(tp, {}, max(int((deadline - time.monotonic()) * 1000), 0))
-        records = self.book.drain(max_records or self.s["max_poll_records"])
+        records = self.book.drain(max_records or self.s["max_poll_records"], monotonic_ms())
         return PollResult(records, renewed + self.book.take_results(), self.book.lock_timeout_ms)
 
     def _start_fetch(self, tp: TopicPartition, acks: dict, wait_ms: int) -> None:
-        request, acks = self.book.fetch_request(tp, acks, wait_ms)
+        request, acks = self.book.fetch_request(tp, acks, wait_ms, monotonic_ms())
         self._fetches[tp] = self._spawn(self._fetch(self.book.partitions[tp], request, acks))
 
     async def _fetch(self, part: FetchPartition, request, acks: dict) -> None:
@@ -268,7 +273,7 @@ class ShareConsumerActor(ClientActor):
 
     async def state(self) -> dict:
         return {"member_id": self.membership.member_id, "member_epoch": self.membership.member_epoch,
-                "assigned": sorted(self._fetchable), "buffered": self.book.buffered,
+                "assigned": sorted(self._fetchable), "buffered": self.book.buffered, "expired": self.book.expired,
                 "fetching": sorted(tp for tp, p in self.book.partitions.items() if p.fetching)}
 
 

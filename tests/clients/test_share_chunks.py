@@ -19,11 +19,11 @@ def _batch(base: int, values: list[bytes]) -> FetchedBatch:
     return FetchedBatch(base, base + len(values) - 1, encode_records([(base + i, None, v, []) for i, v in enumerate(values)]))
 
 
-def _fetched(book: ShareFetchBook, batches, acquired) -> None:
+def _fetched(book: ShareFetchBook, batches, acquired, sent_ms: int = 0, lock_ms: int = 30000) -> None:
     part = book.partitions[TP]
-    response = ShareFetchResponse(responses=(ShareFetchableTopicResponse("id", (ShareFetchResponsePartition(
+    response = ShareFetchResponse(acquisition_lock_timeout_ms=lock_ms, responses=(ShareFetchableTopicResponse("id", (ShareFetchResponsePartition(
         0, records=tuple(batches), acquired_records=tuple(AcquiredRecords(*a) for a in acquired)),)),))
-    request, acks = book.fetch_request(TP, {}, 0)
+    request, acks = book.fetch_request(TP, {}, 0, sent_ms)
     book.on_fetch_response(part, acks, response)
 
 
@@ -37,25 +37,44 @@ def test_polls_split_batches_and_keep_order_and_delivery_counts():
     book = _book()
     _fetched(book, [_batch(0, [b"a", b"b", b"c"]), _batch(3, [b"d", b"e"])], [(0, 1, 1), (2, 4, 3)])
     assert book.buffered == 5
-    first = records_of(book.drain(2))
-    second = records_of(book.drain(2))
-    third = records_of(book.drain(2))
+    first = records_of(book.drain(2, 0))
+    second = records_of(book.drain(2, 0))
+    third = records_of(book.drain(2, 0))
     assert [(r.offset, r.value, r.delivery_count) for r in first] == [(0, b"a", 1), (1, b"b", 1)]
     assert [(r.offset, r.value, r.delivery_count) for r in second] == [(2, b"c", 3), (3, b"d", 3)]
     assert [(r.offset, r.value, r.delivery_count) for r in third] == [(4, b"e", 3)]
-    assert book.buffered == 0 and book.drain(2) == []
+    assert book.buffered == 0 and book.drain(2, 0) == []
 
 
 def test_only_acquired_offsets_of_a_batch_are_handed_out():
     book = _book()
     _fetched(book, [_batch(0, [b"a", b"b", b"c", b"d"])], [(1, 2, 2)])
-    assert [(r.offset, r.value) for r in records_of(book.drain(10))] == [(1, b"b"), (2, b"c")]
+    assert [(r.offset, r.value) for r in records_of(book.drain(10, 0))] == [(1, b"b"), (2, b"c")]
 
 
 def test_acquired_offsets_without_a_record_are_acknowledged_as_gaps():
     book = _book()
     _fetched(book, [_batch(0, [b"a"]), _batch(3, [b"d"])], [(0, 3, 1)])
-    assert [r.offset for r in records_of(book.drain(10))] == [0, 3]
-    request, acks = book.fetch_request(TP, {0: AcknowledgeType.ACCEPT, 3: AcknowledgeType.ACCEPT}, 0)
+    assert [r.offset for r in records_of(book.drain(10, 0))] == [0, 3]
+    request, acks = book.fetch_request(TP, {0: AcknowledgeType.ACCEPT, 3: AcknowledgeType.ACCEPT}, 0, 0)
     assert acks == {0: AcknowledgeType.ACCEPT, 1: AcknowledgeType.GAP, 2: AcknowledgeType.GAP,
                     3: AcknowledgeType.ACCEPT}
+
+
+def test_records_whose_locks_may_have_run_out_are_never_handed_out():
+    """The lock started after the fetch was sent: from sent + the lock duration on, the
+    SharePartition may have given the records to another member, so the buffer drops them."""
+    book = _book()
+    _fetched(book, [_batch(0, [b"a", b"b", b"c"])], [(0, 2, 1)], sent_ms=1000, lock_ms=500)
+    assert [r.offset for r in records_of(book.drain(1, 1499))] == [0]
+    assert book.has_records(1499)
+    assert not book.has_records(1500) and book.drain(10, 1500) == []
+    assert book.buffered == 0 and book.expired == 2
+
+
+def test_an_expired_batch_is_skipped_and_later_ones_still_handed_out():
+    book = _book()
+    _fetched(book, [_batch(0, [b"a"])], [(0, 0, 1)], sent_ms=0, lock_ms=100)
+    _fetched(book, [_batch(1, [b"b"])], [(1, 1, 1)], sent_ms=90, lock_ms=100)
+    assert [r.offset for r in records_of(book.drain(10, 150))] == [1]
+    assert book.expired == 1
