@@ -42,11 +42,6 @@ from ..retry import Backoff
 
 log = logging.getLogger(__name__)
 
-
-def monotonic_ms() -> int:
-    """The clock of the buffered records' lock bounds (runtime.clients.share_fetch)."""
-    return int(time.monotonic() * 1000)
-
 __all__ = ["ShareConsumer", "ShareConsumerActor", "AcknowledgeType", "DEFAULT_CONFIG"]
 
 DEFAULT_CONFIG: dict = {
@@ -189,7 +184,7 @@ class ShareConsumerActor(ClientActor):
             self._start_fetch(tp, a, timeout_ms)
         renewed = list(await asyncio.gather(*renewals))
         deadline = time.monotonic() + timeout_ms / 1000
-        while not self.book.has_records(monotonic_ms()) and not renewed:
+        while not self.book.has_records(self.membership.stamp()) and not renewed:
             self._arrived.clear()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -200,15 +195,15 @@ class ShareConsumerActor(ClientActor):
                 break
             for tp in self.book.idle(self._fetchable):
                 self._start_fetch(tp, {}, max(int((deadline - time.monotonic()) * 1000), 0))
-        records = self.book.drain(max_records or self.s["max_poll_records"], monotonic_ms())
+        records = self.book.drain(max_records or self.s["max_poll_records"], self.membership.stamp())
         return PollResult(records, renewed + self.book.take_results(), self.book.lock_timeout_ms)
 
     def _start_fetch(self, tp: TopicPartition, acks: dict, wait_ms: int) -> None:
-        request, acks = self.book.fetch_request(tp, acks, wait_ms, monotonic_ms())
+        request, acks = self.book.fetch_request(tp, acks, wait_ms, self.membership.stamp())
         self._fetches[tp] = self._spawn(self._fetch(self.book.partitions[tp], request, acks))
 
     async def _fetch(self, part: FetchPartition, request, acks: dict) -> None:
-        stamp = self.membership.stamp()
+        stamp = part.membership
         try:
             response = await self._sp_call(part, "share_fetch", request,
                                         timeout_s=request.max_wait_ms / 1000 + self.s["request_timeout_ms"] / 1000)
@@ -273,7 +268,7 @@ class ShareConsumerActor(ClientActor):
 
     async def state(self) -> dict:
         return {"member_id": self.membership.member_id, "member_epoch": self.membership.member_epoch,
-                "assigned": sorted(self._fetchable), "buffered": self.book.buffered, "expired": self.book.expired,
+                "assigned": sorted(self._fetchable), "buffered": self.book.buffered, "dropped": self.book.dropped,
                 "fetching": sorted(tp for tp, p in self.book.partitions.items() if p.fetching)}
 
 

@@ -9,12 +9,10 @@ actor sends the requests and reports what came back.
 
 Records stay in their log batches (`ShareChunk`) until the user's process takes them: the
 client actor never decodes them, and a poll carries a few batches' bytes rather than one
-object per record. A buffered record is handed out only while its acquisition lock may still
-hold: the lock started when the SharePartition acquired it, after the fetch was sent, so
-sent + the lock duration the response gave is a bound the lock outlives. Past it the
-SharePartition may have given the record to another member, so the book drops it unseen
-(and unacknowledged: the record is not this member's any more) rather than let two members
-hold it at once.
+object per record. A buffered record is handed out only in the membership it was acquired in
+(the member's stamp, `ShareMembershipManager.stamp`): once the group has lost the member, the
+SharePartitions gave what it held back (its delivery not counted), another member may hold
+the record with the same delivery count, so the book drops it unseen and unacknowledged.
 """
 from __future__ import annotations
 
@@ -37,12 +35,12 @@ __all__ = ["FetchPartition", "Route", "ShareChunk", "ShareFetchBook", "records_o
 class ShareChunk:
     """Acquired records of one log batch: `ranges` are (first offset, last offset, delivery
     count), ascending, all inside the batch, whose entries are base_offset, base_offset + 1...
-    `lock_expires_ms`: when, on the client's clock, their locks may have run out (-1: never)."""
+    `membership`: the member's stamp when they were acquired."""
     tp: TopicPartition
     base_offset: int
     payload: bytes
     ranges: tuple
-    lock_expires_ms: int = -1
+    membership: int | None = None
 
     @property
     def count(self) -> int:
@@ -58,8 +56,8 @@ class ShareChunk:
             if take <= last - first:
                 tail.append((first + take, last, count))
             n -= take
-        return (ShareChunk(self.tp, self.base_offset, self.payload, tuple(head), self.lock_expires_ms),
-                ShareChunk(self.tp, self.base_offset, self.payload, tuple(tail), self.lock_expires_ms))
+        return (ShareChunk(self.tp, self.base_offset, self.payload, tuple(head), self.membership),
+                ShareChunk(self.tp, self.base_offset, self.payload, tuple(tail), self.membership))
 
     def records(self) -> list[ConsumerRecord]:
         entries = decode_entries(self.payload, self.base_offset)
@@ -81,7 +79,7 @@ class FetchPartition:
     tp: TopicPartition
     topic_id: str
     fetching: bool = False
-    sent_ms: int = 0  # when the fetch under way (or the last one) was sent
+    membership: int | None = None  # the member's stamp when the fetch under way was sent
     gaps: dict[int, int] = field(default_factory=dict)  # acquired offsets that held no record
 
 
@@ -101,7 +99,7 @@ class ShareFetchBook:
         self.partitions: dict[TopicPartition, FetchPartition] = {}  # of the subscribed topics
         self.buffer: deque[ShareChunk] = deque()  # fetched records, not yet polled
         self.buffered = 0  # records in the buffer
-        self.expired = 0  # records dropped from the buffer because their locks ran out
+        self.dropped = 0  # buffered records dropped because their membership ended
         self.results: list[AckResult] = []  # outcomes not yet reported to the user
         self.lock_timeout_ms = -1
 
@@ -151,11 +149,12 @@ class ShareFetchBook:
     # ------------------------------------------------------------------ ShareFetch
 
     def fetch_request(self, tp: TopicPartition, acks: dict, wait_ms: int,
-                      now_ms: int) -> tuple[ShareFetchRequest, dict]:
-        """The fetch to send (it is now under way) and the acknowledgements it carries."""
+                      membership: int | None) -> tuple[ShareFetchRequest, dict]:
+        """The fetch to send in `membership` (it is now under way) and the acknowledgements
+        it carries."""
         part = self.partitions[tp]
         part.fetching = True
-        part.sent_ms = now_ms
+        part.membership = membership
         acks = self._with_gaps(part, acks)
         request = ShareFetchRequest(
             self.group_id, self.member_id, max_wait_ms=min(wait_ms, self.s["fetch_max_wait_ms"]),
@@ -181,7 +180,7 @@ class ShareFetchBook:
         if result.error_code:
             return Errors.for_code(result.error_code)
         self.lock_timeout_ms = response.acquisition_lock_timeout_ms
-        self._take(part, result, part.sent_ms + self.lock_timeout_ms if self.lock_timeout_ms > 0 else -1)
+        self._take(part, result)
         return Errors.NONE
 
     def on_fetch_failed(self, part: FetchPartition, acks: dict, error: KafkaError) -> Errors:
@@ -191,7 +190,7 @@ class ShareFetchBook:
             self.results.append(AckResult(part.tp, tuple(sorted(acks)), error))
         return error.error
 
-    def _take(self, part: FetchPartition, result, lock_expires_ms: int) -> None:
+    def _take(self, part: FetchPartition, result) -> None:
         """Buffer the acquired records with their delivery counts; offsets acquired without a
         record (control batches, compacted offsets) are acknowledged as GAP with the next send."""
         if not result.acquired_records:
@@ -204,7 +203,7 @@ class ShareFetchBook:
             ranges = tuple((max(first, base), min(end, last), count) for first, end, count in acquired
                            if first <= last and end >= base)
             if ranges:
-                chunk = ShareChunk(part.tp, base, payload, ranges, lock_expires_ms)
+                chunk = ShareChunk(part.tp, base, payload, ranges, part.membership)
                 self.buffer.append(chunk)
                 self.buffered += chunk.count
                 covered += chunk.count
@@ -245,25 +244,25 @@ class ShareFetchBook:
 
     # ------------------------------------------------------------------ handing out
 
-    def has_records(self, now_ms: int) -> bool:
-        """Whether a poll now would get records (those whose locks ran out are dropped)."""
-        while self.buffer and self._expired(self.buffer[0], now_ms):
+    def has_records(self, membership: int | None) -> bool:
+        """Whether a poll in `membership` would get records (those of an earlier one are dropped)."""
+        while self.buffer and self._stale(self.buffer[0], membership):
             self.buffer.popleft()
         return bool(self.buffer)
 
-    def _expired(self, chunk: ShareChunk, now_ms: int) -> bool:
-        if 0 <= chunk.lock_expires_ms <= now_ms:
+    def _stale(self, chunk: ShareChunk, membership: int | None) -> bool:
+        if chunk.membership != membership:
             self.buffered -= chunk.count
-            self.expired += chunk.count
+            self.dropped += chunk.count
             return True
         return False
 
-    def drain(self, limit: int, now_ms: int) -> list[ShareChunk]:
-        """Up to `limit` buffered records whose locks still hold, in the order they came."""
+    def drain(self, limit: int, membership: int | None) -> list[ShareChunk]:
+        """Up to `limit` records acquired in `membership`, in the order they came."""
         chunks = []
         while self.buffer and limit > 0:
             chunk = self.buffer.popleft()
-            if self._expired(chunk, now_ms):
+            if self._stale(chunk, membership):
                 continue
             if chunk.count > limit:
                 chunk, rest = chunk.split(limit)

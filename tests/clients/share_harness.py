@@ -199,12 +199,12 @@ class ShareMember:
             self.results.append(self._acknowledge(tp, acks))
         for tp, acks in route.fetch.items():
             stamp = self.membership.stamp()
-            request, acks = self.book.fetch_request(tp, acks, 0, self.h.now)
+            request, acks = self.book.fetch_request(tp, acks, 0, stamp)
             error = self.book.on_fetch_response(self.book.partitions[tp], acks, self.h.share_fetch(request))
             self.membership.partition_refused(error, stamp)
         self.results += self.book.take_results()
         self.in_flight.settle(self.results)
-        return self.in_flight.deliver(records_of(self.book.drain(SETTINGS["max_poll_records"], self.h.now)))
+        return self.in_flight.deliver(records_of(self.book.drain(SETTINGS["max_poll_records"], self.membership.stamp())))
 
     def commit(self) -> list:
         for tp, acks in self.in_flight.take().items():

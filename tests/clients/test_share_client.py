@@ -63,7 +63,7 @@ def test_offsets_acquired_without_a_record_are_acknowledged_as_gaps(tmp_path):
     assert a.book.partitions[T0].gaps == {1: T.GAP}
     for r in records:
         a.in_flight.acknowledge(r)
-    request, acks = a.book.fetch_request(T0, a.in_flight.take()[T0], 0, h.now)
+    request, acks = a.book.fetch_request(T0, a.in_flight.take()[T0], 0, a.membership.stamp())
     assert acks == {0: T.ACCEPT, 1: T.GAP, 2: T.ACCEPT}
     (batch,) = request.topics[0].partitions[0].acknowledgement_batches
     assert (batch.first_offset, batch.last_offset, batch.acknowledge_types) == (0, 2, (1, 0, 1))
