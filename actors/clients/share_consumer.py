@@ -268,6 +268,7 @@ class ShareConsumerActor(ClientActor):
 
     async def state(self) -> dict:
         return {"member_id": self.membership.member_id, "member_epoch": self.membership.member_epoch,
+                "joins": self.membership.joins,
                 "assigned": sorted(self._fetchable), "buffered": self.book.buffered, "dropped": self.book.dropped,
                 "fetching": sorted(tp for tp, p in self.book.partitions.items() if p.fetching)}
 

@@ -90,22 +90,27 @@ def test_share_partition_and_coordinator_killed_with_records_in_flight(cluster):
 
 
 def test_at_least_once_ledger_with_random_acknowledgements_and_crashes(cluster):
-    """Every record ends ACKNOWLEDGED or ARCHIVED exactly once, no delivery goes to two
-    members (each (offset, delivery count) is handed out once), delivery counts stay within
-    the limit."""
+    """Every record ends ACKNOWLEDGED or ARCHIVED exactly once, delivery counts stay within
+    the limit, and no acquisition goes to two members: an (offset, delivery count) is handed
+    out again only after its holder's membership ended (killed, or fenced and joined again:
+    the SharePartition then gives the delivery back, as Kafka does)."""
     n, partitions = 120, 2
     cluster.create_topic("f-ledger", partitions)
     produce(cluster, "f-ledger", n, partitions)
     rng = random.Random(7)
-    deliveries: dict[tuple, list] = {}  # (partition, offset) -> [(delivery count, member)]
+    deliveries: dict[tuple, list] = {}  # (partition, offset) -> [(delivery count, member, its joins then)]
     finished: dict[tuple, list] = {}  # (partition, offset) -> [outcome], successful terminal acks
+    killed: set = set()  # members whose actor was killed
 
     def new_consumer():
         c = cluster.share_consumer("g-ledger", share_acknowledgement_mode="explicit", **FAST)
         c.subscribe("f-ledger")
         return c
     consumers = [new_consumer() for _ in range(3)]
-    renewed: dict = {}  # (partition, offset) -> delivery count, renewed and not yet handed back
+    # (partition, offset, member) -> the delivery count it renewed. Whether the renewal held is
+    # the facade's to know (commit_sync gives one outcome per partition, the first error of
+    # its sends); a renewed record it hands back again is not a new delivery.
+    renewed: dict = {}
 
     def all_done():
         return all(start_offset(cluster, "g-ledger", "f-ledger", p) == n // partitions for p in range(partitions))
@@ -115,40 +120,50 @@ def test_at_least_once_ledger_with_random_acknowledgements_and_crashes(cluster):
         c = consumers[i]
         if rng.random() < 0.04:
             ray.kill(c._actor)  # crash: what it holds comes back after the lock
+            killed.add(c.member_id)
             consumers[i] = new_consumer()
             return False
-        outcomes, delivered = {}, {}
-        for r in c.poll(0.05):
+        outcomes = {}
+        batch = c.poll(0.05)
+        joins = c._call("state")["joins"] if batch else None
+        for r in batch:
             key = (r.partition, r.offset)
-            if renewed.pop(key, None) == r.delivery_count:
+            if renewed.pop((*key, c.member_id), None) == r.delivery_count:
                 pass  # handed back by the facade, not a new delivery (the lock may have run out since)
             else:
-                deliveries.setdefault(key, []).append((r.delivery_count, c.member_id))
+                deliveries.setdefault(key, []).append((r.delivery_count, c.member_id, joins))
             roll = rng.random()
             ack_type = (AcknowledgeType.ACCEPT if roll < 0.55 else AcknowledgeType.RELEASE if roll < 0.75
                         else AcknowledgeType.REJECT if roll < 0.9 else AcknowledgeType.RENEW)
             c.acknowledge(r, ack_type)
             outcomes[key] = ack_type
-            delivered[key] = r.delivery_count
+            if ack_type == AcknowledgeType.RENEW:
+                renewed[(*key, c.member_id)] = r.delivery_count
         for tp, error in c.commit_sync().items():
             for key, ack_type in outcomes.items():
-                if key[0] != tp.partition or error is not None:
-                    continue
-                if ack_type == AcknowledgeType.RENEW:
-                    renewed[key] = delivered[key]
-                elif ack_type in (AcknowledgeType.ACCEPT, AcknowledgeType.REJECT):
+                if key[0] == tp.partition and error is None and ack_type in (AcknowledgeType.ACCEPT,
+                                                                             AcknowledgeType.REJECT):
                     finished.setdefault(key, []).append(ack_type)
         return not outcomes and all_done()
     wait_until(step, timeout_s=240, interval_s=0, message="every record settled")
+    final_joins = {c.member_id: c._call("state")["joins"] for c in consumers}
     for c in consumers:
         c.close()
 
+    def membership_ended(member: str, joins: int) -> bool:
+        return member in killed or final_joins.get(member, joins) > joins
+
     assert set(deliveries) == {(o % partitions, o // partitions) for o in range(n)}
     for key, seen in deliveries.items():
-        counts = [count for count, _ in seen]
-        assert len(set(counts)) == len(counts), f"{key} was handed out twice with one delivery count: {seen}"
+        counts = [count for count, _, _ in seen]
+        for i, (count, member, joins) in enumerate(seen):
+            again = [s for s in seen[i + 1:] if s[0] == count]
+            assert not again or membership_ended(member, joins), \
+                f"{key} was handed out twice with one delivery count while its holder stayed: {seen}"
         assert max(counts) <= LIMIT
         done = finished.get(key, [])
         assert len(done) <= 1, f"{key} settled twice: {done}"
-        if not done:  # archived by the delivery limit
-            assert max(counts) == LIMIT, f"{key} never settled yet ended: {seen}"
+        if not done:
+            # Archived by the delivery limit. Its last delivery may be unseen here: acquired
+            # for a member killed, or fenced, before a poll handed it out.
+            assert max(counts) >= LIMIT - 1, f"{key} never settled yet ended: {seen}"
