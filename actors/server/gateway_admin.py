@@ -202,8 +202,8 @@ async def _alter_topic(gw, name: str, changes: dict, validate_only: bool) -> Non
     if validate_only:
         return
     topic = (await _topics(gw, [name]))[name]
-    # The leaders apply the new values now. One that is away, or that Ray restarts with the
-    # configs it was created with, has them when the deployment next starts its leaders.
+    # The leaders apply the new values now; one that is away asks the controller for them
+    # when Ray restarts it (actors/server/partition_leader.py).
     await asyncio.gather(*(gw.call(naming.partition_leader(name, p.partition_index), "alter_configs", response.configs)
                            for p in topic.partitions), return_exceptions=True)
 

@@ -18,6 +18,10 @@ verified with the transaction coordinator (a verify-only AddPartitionsToTxn, KIP
 Kafka's AddPartitionsToTxnManager), so that a batch the coordinator does not know about
 cannot open a hanging transaction. The later batches of that transaction continue it and
 make no call; batches verifying at the same time share one call.
+
+Ray restarts a leader with the arguments it was created with, whose topic configs may be
+older than the controller's (IncrementalAlterConfigs): a restarted leader asks the controller
+for them before it serves (and keeps asking, every OPEN_RETRY_S, while it cannot reach it).
 """
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ from runtime.errors import Errors, KafkaError
 from runtime.log import LogWriteError
 from runtime.messages.errors import error_response
 from runtime.messages.topics import (FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
-                                     ProduceRequest, ProduceResponse)
+                                     MetadataRequest, ProduceRequest, ProduceResponse)
 from runtime.messages.txn import (AddPartitionsToTxnRequest, AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
                                   WriteTxnMarkersRequest, WriteTxnMarkersResponse)
 from runtime.topics.internal import log_name
@@ -52,6 +56,9 @@ log = logging.getLogger(__name__)
 REORDER_WAIT_S = 0.2
 # How often a log that failed to open, or went offline, is tried again.
 OPEN_RETRY_S = 1.0
+# How long a restarted leader's request waits for the controller's configs before it serves
+# with those it was created with.
+CONFIGS_TIMEOUT_S = 5.0
 
 
 class PartitionLeaderActor:
@@ -76,6 +83,9 @@ class PartitionLeaderActor:
         # Producer id -> (verification guard, its coordinator call): at most one per producer.
         self._verifications: dict[int, tuple[object, asyncio.Future]] = {}
         self._actors: ActorDirectory | None = None
+        self._stale_configs = ray.get_runtime_context().was_current_actor_reconstructed
+        self._configs_asked: asyncio.Task | None = None
+        self._ask_configs_at = 0.0
 
     def _ensure_open(self) -> PartitionLog:
         """The log, opened (or reopened after it went offline) if need be; raises
@@ -135,7 +145,35 @@ class PartitionLeaderActor:
             except KafkaError:
                 await asyncio.sleep(max(self._retry_open_at - time.monotonic(), 0.0))
 
+    def _directory(self) -> ActorDirectory:
+        if self._actors is None:
+            self._actors = ActorDirectory(self._config.get(naming.NAMESPACE_KEY) or ray.get_runtime_context().namespace)
+        return self._actors
+
+    async def _current_configs(self) -> None:
+        """After a restart, before serving: the topic's configs as the controller has them."""
+        if not self._stale_configs or time.monotonic() < self._ask_configs_at:
+            return
+        if self._configs_asked is None or self._configs_asked.done():
+            self._configs_asked = asyncio.get_running_loop().create_task(self._ask_configs())
+        await asyncio.shield(self._configs_asked)
+
+    async def _ask_configs(self) -> None:
+        try:
+            response = await self._directory().call_async(naming.CONTROLLER, "metadata",
+                                                          MetadataRequest((self.topic,)), timeout_s=CONFIGS_TIMEOUT_S)
+        except KafkaError as e:
+            self._ask_configs_at = time.monotonic() + OPEN_RETRY_S
+            log.warning("%s-%d: serving with the configs it was created with: the controller did not answer: %s",
+                        self.topic, self.partition, e)
+            return
+        for topic in response.topics:
+            if topic.name == self.topic and not topic.error_code:
+                await self.alter_configs(topic.configs)
+        self._stale_configs = False
+
     async def ready(self) -> dict:
+        await self._current_configs()
         self._ensure_open()
         return await self.status()
 
@@ -149,6 +187,7 @@ class PartitionLeaderActor:
     # ------------------------------------------------------------------ produce
 
     async def produce(self, request: ProduceRequest) -> ProduceResponse:
+        await self._current_configs()
         give_up = time.monotonic() + REORDER_WAIT_S
         while True:
             try:
@@ -201,19 +240,17 @@ class PartitionLeaderActor:
         for a client older than transaction version 2."""
         if not request.transactional_id:
             raise KafkaError(Errors.INVALID_REQUEST, "a transactional batch needs its transactional id")
-        if self._actors is None:
-            self._actors = ActorDirectory(self._config.get(naming.NAMESPACE_KEY) or ray.get_runtime_context().namespace)
         name = naming.find_coordinator(naming.CoordinatorType.TRANSACTION, request.transactional_id, self._config)
         ask = AddPartitionsToTxnRequest((AddPartitionsToTxnTransaction(
             request.transactional_id, request.producer_id, request.producer_epoch, True,
             (AddPartitionsToTxnTopic(self.topic, (self.partition,)),)),))
         try:
-            response = await asyncio.wait_for(self._actors.get(name).add_partitions_to_txn.remote(ask),
+            response = await asyncio.wait_for(self._directory().get(name).add_partitions_to_txn.remote(ask),
                                               int(self._config.get("request.timeout.ms", 30000)) / 1000)
         except KafkaError:
             raise
         except Exception as e:
-            self._actors.forget(name)
+            self._directory().forget(name)
             why = "timed out" if isinstance(e, asyncio.TimeoutError) else to_kafka_error(e).message
             raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"verifying with {name}: {why}") from None
         codes = [p.partition_error_code for r in response.results_by_transaction for t in r.topic_results
@@ -287,6 +324,7 @@ class PartitionLeaderActor:
     # ------------------------------------------------------------------ fetch
 
     async def fetch(self, request: FetchRequest) -> FetchResponse:
+        await self._current_configs()
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
         try:
             plog = self._ensure_open()
@@ -309,6 +347,7 @@ class PartitionLeaderActor:
                                  p.log_start_offset if p else -1, error_message=e.message)
 
     async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
+        await self._current_configs()
         try:
             return self._ensure_open().list_offsets(request.timestamp, request.isolation_level)
         except KafkaError as e:
@@ -322,6 +361,7 @@ class PartitionLeaderActor:
             await self.apply_retention()
 
     async def apply_retention(self) -> list[str]:
+        await self._current_configs()
         try:
             deleted = self._ensure_open().apply_retention(now_ms())
         except Exception as e:

@@ -178,7 +178,7 @@ class ClassicGroupManager:
         group.add(member, awaiting_join=True)
         # the member has no session yet: drop it if its parked JoinGroup was abandoned
         self._schedule_heartbeat(group, member, now_ms, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        self._maybe_prepare_rebalance_or_complete_join(group, now_ms, out, joining=member_id)
+        self._maybe_prepare_rebalance_or_complete_join(group, now_ms, out)
         return Deferred(join_key(group.group_id, member_id))
 
     def _join_existing_member(self, request, group, protocols, now_ms, out):
@@ -199,7 +199,7 @@ class ClassicGroupManager:
 
     def _update_member_and_rebalance(self, request, group, member, protocols, now_ms, out):
         group.update_member(member, protocols, _rebalance_timeout(request), request.session_timeout_ms, True)
-        self._maybe_prepare_rebalance_or_complete_join(group, now_ms, out, joining=member.member_id)
+        self._maybe_prepare_rebalance_or_complete_join(group, now_ms, out)
         return Deferred(join_key(group.group_id, member.member_id))
 
     def _replace_static_member(self, request, group, protocols, old_member_id, new_member_id, now_ms, out):
@@ -220,14 +220,14 @@ class ClassicGroupManager:
                 leader = group.is_leader(new_member_id)
                 return self._join_response(group, member, with_members=leader, skip_assignment=leader)
             group.set_awaiting_join(member, True)
-            self._maybe_prepare_rebalance_or_complete_join(group, now_ms, out, joining=new_member_id)
+            self._maybe_prepare_rebalance_or_complete_join(group, now_ms, out)
         else:
             group.update_member(member, protocols, _rebalance_timeout(request), request.session_timeout_ms, True)
             if group.is_in(S.COMPLETING_REBALANCE):
                 # the leader may have assigned to the old id: assign again
                 self._prepare_rebalance(group, now_ms, out)
             else:
-                self._maybe_complete_join_phase(group, now_ms, out, joining=new_member_id)
+                self._maybe_complete_join_phase(group, now_ms, out)
         return Deferred(join_key(group.group_id, new_member_id))
 
     def _join_response(self, group: ClassicGroup, member: ClassicGroupMember, with_members: bool | None = None,
@@ -241,16 +241,13 @@ class ClassicGroupManager:
 
     # ================================================================== the join phase
 
-    def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, now_ms: int, out: _Out,
-                                                  joining: str | None = None) -> None:
-        """`joining`: the member whose JoinGroup this is, if any (it leads the generation
-        its JoinGroup completes; see _complete_join)."""
+    def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, now_ms: int, out: _Out) -> None:
         if group.can_rebalance():
-            self._prepare_rebalance(group, now_ms, out, joining)
+            self._prepare_rebalance(group, now_ms, out)
         else:
-            self._maybe_complete_join_phase(group, now_ms, out, joining)
+            self._maybe_complete_join_phase(group, now_ms, out)
 
-    def _prepare_rebalance(self, group: ClassicGroup, now_ms: int, out: _Out, joining: str | None = None) -> None:
+    def _prepare_rebalance(self, group: ClassicGroup, now_ms: int, out: _Out) -> None:
         if group.is_in(S.COMPLETING_REBALANCE):
             # members waiting for an assignment must rejoin instead
             for member in group.members.values():
@@ -268,16 +265,15 @@ class ClassicGroupManager:
         group._transition(S.PREPARING_REBALANCE, now_ms)
         if not initial:
             if group.has_all_members_joined():
-                self._complete_join(group, now_ms, out, joining)
+                self._complete_join(group, now_ms, out)
             else:
                 self.timer.schedule(rebalance_key(group.group_id), now_ms + group.rebalance_timeout_ms(),
                                     self._timer_op(self._complete_join_by_id, group.group_id))
 
-    def _maybe_complete_join_phase(self, group: ClassicGroup, now_ms: int, out: _Out,
-                                   joining: str | None = None) -> None:
+    def _maybe_complete_join_phase(self, group: ClassicGroup, now_ms: int, out: _Out) -> None:
         if (group.is_in(S.PREPARING_REBALANCE) and group.previous_state is not S.EMPTY
                 and group.has_all_members_joined()):
-            self._complete_join(group, now_ms, out, joining)
+            self._complete_join(group, now_ms, out)
 
     def _try_complete_initial_rebalance(self, group_id: str, delay: int, remaining: int, now_ms: int,
                                         out: _Out) -> None:
@@ -299,17 +295,9 @@ class ClassicGroupManager:
         if isinstance(group, ClassicGroup):
             self._complete_join(group, now_ms, out)
 
-    def _complete_join(self, group: ClassicGroup, now_ms: int, out: _Out, joining: str | None = None) -> None:
+    def _complete_join(self, group: ClassicGroup, now_ms: int, out: _Out) -> None:
         """End the join phase: drop dynamic members that did not rejoin, start the next
-        generation, and answer every JoinGroup (the leader gets the members' metadata).
-
-        A departure from Kafka, which keeps a leader that rejoined: when a member's JoinGroup
-        completes the phase, that member leads. It is the one member sure to be waiting for
-        its answer; the others were parked, and a client that gave up waiting and joins
-        again (kafka-python 3.0 drops a join that finished after its poll timed out) is
-        answered with the same generation as a follower, but as the leader of a Stable
-        group it would force another rebalance, and the same member would miss its answer
-        again, generation after generation."""
+        generation, and answer every JoinGroup (the leader gets the members' metadata)."""
         self.timer.cancel(rebalance_key(group.group_id))
         for member in group.not_yet_rejoined():
             if member.group_instance_id is None:
@@ -317,7 +305,7 @@ class ClassicGroupManager:
                 self.timer.cancel(heartbeat_key(group.group_id, member.member_id))
         if group.is_in(S.DEAD):
             return
-        if not group.maybe_elect_new_joined_leader(joining) and group.members:
+        if not group.maybe_elect_new_joined_leader() and group.members:
             # only static members are left and none rejoined: wait for their sessions to end
             self.timer.schedule(rebalance_key(group.group_id), now_ms + group.rebalance_timeout_ms(),
                                 self._timer_op(self._complete_join_by_id, group.group_id))

@@ -240,14 +240,10 @@ class ClassicGroup:
     def not_yet_rejoined(self) -> list[ClassicGroupMember]:
         return [m for m in self.members.values() if not m.awaiting_join]
 
-    def maybe_elect_new_joined_leader(self, preferred: str | None = None) -> bool:
-        """`preferred` if it rejoined, else keep a leader that rejoined, or pick the first
-        member that did; False if none did."""
+    def maybe_elect_new_joined_leader(self) -> bool:
+        """Keep a leader that rejoined, or pick the first member that did; False if none did."""
         if self.leader_id is None:
             return False
-        if preferred in self.members and self.members[preferred].awaiting_join:
-            self.leader_id = preferred
-            return True
         if self.members[self.leader_id].awaiting_join:
             return True
         for member in self.members.values():

@@ -1,5 +1,9 @@
 """kafka-python and confluent-kafka classic consumers behind one small interface, so a
 group test can run the same story with either client (or both in one group)."""
+import concurrent.futures
+import queue
+import threading
+
 import confluent_kafka as ck
 from kafka import KafkaConsumer
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
@@ -61,3 +65,73 @@ CLIENTS = {"kafka-python": KafkaPythonMember, "confluent": ConfluentMember}
 
 def member(client: str, bootstrap: str, group: str, topic: str, strategy: str):
     return CLIENTS[client](bootstrap, group, topic, strategy)
+
+
+class Polled:
+    """A member that polls on a thread of its own, as an application's consumer does: a
+    member is then in poll whenever its JoinGroup is answered (kafka-python 3.0 drops an
+    answer that arrives after its poll returned, so members polled in turn from one thread
+    miss theirs). Every call reaches the client on that thread (neither client is
+    thread-safe); `poll` returns what the thread read since the last call."""
+
+    def __init__(self, client) -> None:
+        self._client = client
+        self._calls: queue.Queue = queue.Queue()
+        self._lock = threading.Lock()
+        self._reads: list[tuple[int, int]] = []
+        self._positions: dict[int, int] = {}  # partition -> the offset after the last record read
+        self._assignment: set[int] = set()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                fn, future = self._calls.get_nowait()
+            except queue.Empty:
+                pass
+            else:
+                try:
+                    future.set_result(fn())
+                except BaseException as e:
+                    future.set_exception(e)
+                if fn == self._client.close:
+                    return
+            got = self._client.poll()
+            with self._lock:
+                self._reads.extend(got)
+                for p, o in got:
+                    self._positions[p] = max(self._positions.get(p, 0), o + 1)
+                self._assignment = self._client.assignment()
+
+    def _on_thread(self, fn, timeout_s: float = 60):
+        future = concurrent.futures.Future()
+        self._calls.put((fn, future))
+        return future.result(timeout_s)
+
+    def poll(self) -> list[tuple[int, int]]:
+        with self._lock:
+            reads, self._reads = self._reads, []
+        return reads
+
+    def assignment(self) -> set[int]:
+        with self._lock:
+            return set(self._assignment)
+
+    def commit(self) -> dict[int, int]:
+        """Commit what was read; returns what that commit covers ({partition: next offset}
+        of the assigned partitions), read on the thread, so nothing polled after it counts."""
+        def commit():
+            self._client.commit()
+            assigned = self._client.assignment()
+            return {p: o for p, o in self._positions.items() if p in assigned}
+        return self._on_thread(commit)
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._on_thread(self._client.close)
+        self._thread.join(30)
+
+
+def polled(client: str, bootstrap: str, group: str, topic: str, strategy: str) -> Polled:
+    return Polled(member(client, bootstrap, group, topic, strategy))

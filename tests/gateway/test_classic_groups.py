@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaProducer
 
 from tests.conftest import ROOT, wait_until
-from tests.gateway.classic_clients import HEARTBEAT_INTERVAL_MS, SESSION_TIMEOUT_MS, member
+from tests.gateway.classic_clients import HEARTBEAT_INTERVAL_MS, SESSION_TIMEOUT_MS, polled
 
 pytestmark = pytest.mark.ray
 
@@ -35,7 +35,7 @@ def produce(bootstrap: str, topic: str, count: int) -> None:
 
 
 def settle(members, sizes, others=frozenset(), timeout_s: float = 60, message: str = "the group settled"):
-    """Poll every member in turn until each holds the given number of partitions, none twice,
+    """Wait, reading what each member polled, until each holds the given number of partitions, none twice,
     and with `others()` (partitions held elsewhere) they cover the topic. Returns the
     assignments and the (partition, offset) of every record read on the way, per member."""
     reads = [[] for _ in members]
@@ -47,7 +47,7 @@ def settle(members, sizes, others=frozenset(), timeout_s: float = 60, message: s
         flat = [p for a in held for p in a]
         return ([len(a) for a in held[:-1]] == list(sizes) and len(flat) == len(set(flat)) == PARTITIONS
                 and held[:-1])
-    assignments = wait_until(settled, timeout_s=timeout_s, interval_s=0, message=message)
+    assignments = wait_until(settled, timeout_s=timeout_s, interval_s=0.05, message=message)
     return assignments, reads
 
 
@@ -80,11 +80,11 @@ STORIES = [("kafka-python", s) for s in ("range", "roundrobin", "sticky", "coope
 def test_a_group_through_joins_a_killed_member_and_a_leave(cluster, bootstrap, tmp_path, client, strategy):
     group = topic = f"story-{client}-{strategy}"
     cluster.create_topic(topic, PARTITIONS)
-    first = member(client, bootstrap, group, topic, strategy)
+    first = polled(client, bootstrap, group, topic, strategy)
     second = third = None
     try:
         settle([first], [6], message="the first member holds every partition")
-        second = member(client, bootstrap, group, topic, strategy)
+        second = polled(client, bootstrap, group, topic, strategy)
         settle([first, second], [3, 3], message="two members share the topic")
         third = Subprocess(tmp_path, client, bootstrap, group, topic, strategy)
         (a, b), _ = settle([first, second], [2, 2], others=third.assignment, timeout_s=90,
@@ -120,8 +120,8 @@ def test_a_group_mixing_shoal_kafka_python_and_librdkafka(cluster, bootstrap):
         def assignment(self):
             return {tp.partition for tp in ours.assignment()}
 
-    members = [Shoal(), member("kafka-python", bootstrap, group, topic, "range"),
-               member("confluent", bootstrap, group, topic, "range")]
+    members = [Shoal(), polled("kafka-python", bootstrap, group, topic, "range"),
+               polled("confluent", bootstrap, group, topic, "range")]
     try:
         assignments, _ = settle(members, [2, 2, 2], timeout_s=90, message="three clients share the topic")
         produce(bootstrap, topic, 60)
@@ -131,7 +131,7 @@ def test_a_group_mixing_shoal_kafka_python_and_librdkafka(cluster, bootstrap):
             for m, got in zip(members, reads):
                 got.extend(m.poll())
             return sum(map(len, reads)) >= 60
-        wait_until(read_all, timeout_s=60, interval_s=0, message="60 records read")
+        wait_until(read_all, timeout_s=60, interval_s=0.05, message="60 records read")
         every = [r for got in reads for r in got]
         assert sorted(every) == sorted((p, o) for p in range(PARTITIONS) for o in range(10))  # each once
         for assigned, got in zip(assignments, reads):
@@ -171,8 +171,8 @@ def test_clients_rediscover_a_killed_group_coordinator_and_no_commit_is_lost(clu
     import ray
     group = topic = "coordinator-killed"
     cluster.create_topic(topic, PARTITIONS)
-    members = [member("kafka-python", bootstrap, group, topic, "range"),
-               member("confluent", bootstrap, group, topic, "range")]
+    members = [polled("kafka-python", bootstrap, group, topic, "range"),
+               polled("confluent", bootstrap, group, topic, "range")]
     read, acked = {}, {}  # partition -> its records read; -> the offset a commit acknowledged
 
     def consume_and_commit(expected: dict):
@@ -181,13 +181,12 @@ def test_clients_rediscover_a_killed_group_coordinator_and_no_commit_is_lost(clu
                 for p, o in m.poll():
                     read[p] = max(read.get(p, 0), o + 1)
                 try:
-                    m.commit()
+                    acked.update(m.commit())
                 except Exception:  # the coordinator is away, or nothing new to commit: again
                     continue
-                acked.update((p, read[p]) for p in m.assignment() if p in read)
             return acked == expected
         try:
-            wait_until(step, timeout_s=120, interval_s=0, message="consumed and committed")
+            wait_until(step, timeout_s=120, interval_s=0.05, message="consumed and committed")
         except AssertionError as e:
             raise AssertionError(f"{e}: read {read}, acknowledged commits {acked}, "
                                  f"assignments {[m.assignment() for m in members]}") from None
@@ -209,7 +208,7 @@ def test_clients_rediscover_a_killed_group_coordinator_and_no_commit_is_lost(clu
                     m.poll()
                 g = admin.describe_groups([group])[group]
                 return g["group_state"] == "Stable" and len(g["members"]) == 2
-            wait_until(whole, timeout_s=60, interval_s=0, message="both clients members of a Stable group again")
+            wait_until(whole, timeout_s=60, interval_s=0.05, message="both clients members of a Stable group again")
         finally:
             admin.close()
     finally:

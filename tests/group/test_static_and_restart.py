@@ -148,8 +148,8 @@ def test_failed_write_of_the_assignment_fails_every_member_and_the_group_rejoins
     h = harness(tmp_path)
     gen = stable_group(h, ("a", "b"))
     join(h, new_id="c")
-    waits = [join(h, m) for m in ("c", "b", "a")]  # "a" completes the join phase: it leads
-    new_gen = waits[2].result().generation_id
+    waits = [join(h, m) for m in ("c", "a", "b")]
+    new_gen = waits[1].result().generation_id
     b = sync(h, "b", new_gen)
     c = sync(h, "c", new_gen)
     h.io.fail_after_bytes = 0  # the disk is full
