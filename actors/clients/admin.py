@@ -27,18 +27,16 @@ from runtime.messages.group import (
 )
 from runtime.messages.share_group import (AlterGroupConfigRequest, AlterShareGroupOffsetsRequest,
                                           DescribeGroupConfigRequest, ShareGroupDescribeRequest)
-from runtime.messages.share_state import (ReadShareGroupStateSummaryRequest, ReadStateSummaryData,
-                                          ReadStateSummaryPartitionData)
 from runtime.messages.topics import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ListOffsetsRequest, MetadataRequest
 from runtime.messages.txn import DescribeTransactionsRequest, ListTransactionsRequest
 
-from .. import naming
+from .. import naming, share_offsets
 from runtime.clients.types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["Admin", "GroupListing", "GroupDescription", "MemberDescription", "ListedOffset", "OffsetReset",
            "SharePartitionOffset"]
 
-UNKNOWN = -1  # Kafka's tools print "-" for an offset or lag they do not know
+UNKNOWN = share_offsets.UNKNOWN
 _MEMBER_TYPES = {0: False, 1: True}  # ConsumerGroupDescribe's MemberType -> MemberDescription.upgraded
 
 
@@ -414,41 +412,19 @@ class Admin:
 
     # ------------------------------------------------------------------ share-group offsets
 
-    async def _share_keys(self, group_id: str, topics: Iterable[str] | None
-                          ) -> dict[str, list[tuple[TopicPartition, str]]]:
-        """Share-coordinator actor name -> [(partition, topic id)] for the group's partitions."""
-        raise_if(not group_id, Errors.INVALID_GROUP_ID, "empty group id")
-        out: dict[str, list] = {}
-        for name, (topic_id, n) in sorted((await self._topics(topics)).items()):
-            for p in range(n):
-                key = naming.share_coordinator_key(group_id, topic_id, p)
-                out.setdefault(naming.find_coordinator(naming.CoordinatorType.SHARE, key, self.cluster.config),
-                               []).append((TopicPartition(name, p), topic_id))
-        return out
-
     async def describe_share_group_offsets_async(self, group_id: str, topics: Iterable[str] | None = None
                                                  ) -> dict[TopicPartition, SharePartitionOffset]:
         """Start offset and lag (KIP-1226) of every partition the share group has state for."""
-        keys = await self._share_keys(group_id, topics)
-        found: dict[TopicPartition, tuple[int, int]] = {}
-        for coordinator, tps in keys.items():
-            by_id: dict[str, list] = {}
-            for tp, topic_id in tps:
-                by_id.setdefault(topic_id, []).append(tp)
-            request = ReadShareGroupStateSummaryRequest(group_id, tuple(
-                ReadStateSummaryData(tid, tuple(ReadStateSummaryPartitionData(tp.partition) for tp in ps))
-                for tid, ps in by_id.items()))
-            response = await self._call(coordinator, "read_share_group_state_summary", request)
-            names = {tid: ps[0].topic for tid, ps in by_id.items()}
-            for result in response.results:
-                for p in result.partitions:
-                    _raise_for_code(p.error_code, f"read share-group state of {group_id!r}", p.error_message)
-                    if p.start_offset >= 0:  # -1: the group never consumed this partition
-                        found[TopicPartition(names[result.topic_id], p.partition)] = (
-                            p.start_offset, p.delivery_complete_count)
+        raise_if(not group_id, Errors.INVALID_GROUP_ID, "empty group id")
+        partitions = [(name, topic_id, p) for name, (topic_id, n) in sorted((await self._topics(topics)).items())
+                      for p in range(n)]
+        summaries = await share_offsets.read_summaries(self._call, group_id, partitions, self.cluster.config)
+        for tp, s in summaries.items():
+            if s.error is not None:
+                raise KafkaError(s.error.error, f"read share-group state of {group_id!r}: {s.error.message}")
+        found = {tp: s for tp, s in summaries.items() if s.start_offset >= 0}  # others: never consumed
         ends = await self._list_offsets(found, LATEST_TIMESTAMP)
-        return {tp: SharePartitionOffset(start, UNKNOWN if complete < 0 else max(ends[tp] - start - complete, 0))
-                for tp, (start, complete) in sorted(found.items())}
+        return {tp: SharePartitionOffset(s.start_offset, share_offsets.lag(ends[tp], s)) for tp, s in found.items()}
 
     async def _restart_share_state(self, group_id: str, starts: Mapping[TopicPartition, int]) -> None:
         """Start the share group's state on each partition over, at a start offset (-1: at

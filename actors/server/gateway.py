@@ -36,7 +36,7 @@ from runtime.security.sasl import DEFAULT_MECHANISMS, SaslServer
 from runtime.share.sessions import MAX_SHARE_SESSIONS, ShareSessionCache
 
 from . import (gateway_admin, gateway_consumer_groups, gateway_data, gateway_fetch, gateway_groups,
-               gateway_sasl, gateway_share, gateway_txn, gateway_users)
+               gateway_sasl, gateway_share, gateway_share_offsets, gateway_txn, gateway_users)
 from .coalescing import Coalescer
 from .gateway_brokers import Brokers
 from .gateway_context import CONNECTION, LISTENER
@@ -118,6 +118,7 @@ HANDLERS: dict[int, tuple[int, int, Handler]] = {
     **gateway_share.HANDLERS,
     **gateway_txn.HANDLERS,
     **gateway_admin.HANDLERS,
+    **gateway_share_offsets.HANDLERS,
     **gateway_consumer_groups.HANDLERS,
     **gateway_sasl.HANDLERS,
     **gateway_users.HANDLERS,
