@@ -7,6 +7,11 @@ if ! command -v java >/dev/null 2>&1; then
   echo "installing a JDK for Spark" >&2
   (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless) >&2
 fi
+if ! command -v kcat >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  # tests/gateway/test_kcat.py runs kcat against the gateway (it skips without it).
+  (apt-get install -y -qq kcat || (apt-get update -qq && apt-get install -y -qq kcat)) >&2 \
+    || echo "kcat could not be installed: tests/gateway/test_kcat.py will skip" >&2
+fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
