@@ -328,7 +328,10 @@ class ClassicGroup:
 
     # ------------------------------------------------------------------ Kafka's Group interface
 
-    def validate_offset_commit(self, member_id: str, group_instance_id: str | None, generation_id: int) -> None:
+    def validate_offset_commit(self, member_id: str, group_instance_id: str | None, generation_id: int,
+                               transactional: bool = False) -> None:
+        """`transactional`: a TxnOffsetCommit, which need not name its member (a producer of an
+        older client, aiokafka's for one, sends only the group id)."""
         if self.state is S.DEAD:
             raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"group {self.group_id} is dead")
         if generation_id < 0 and self.state is S.EMPTY:
@@ -338,9 +341,9 @@ class ClassicGroup:
             if generation_id != self.generation_id:
                 raise KafkaError(Errors.ILLEGAL_GENERATION,
                                  f"generation {generation_id} is not {self.group_id}'s {self.generation_id}")
-        elif self.state is not S.EMPTY:
+        elif not transactional and self.state is not S.EMPTY:
             raise KafkaError(Errors.UNKNOWN_MEMBER_ID, f"group {self.group_id} has members: commit as one of them")
-        if self.state is S.COMPLETING_REBALANCE:
+        if not transactional and self.state is S.COMPLETING_REBALANCE:
             # the member knows the new generation but has no assignment yet
             raise KafkaError(Errors.REBALANCE_IN_PROGRESS, f"group {self.group_id} is completing a rebalance")
 

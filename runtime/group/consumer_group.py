@@ -210,9 +210,12 @@ class ConsumerGroup(ModernGroup):
 
     # ------------------------------------------------------------------ Kafka's Group interface
 
-    def validate_offset_commit(self, member_id: str, group_instance_id: str | None, member_epoch: int) -> None:
+    def validate_offset_commit(self, member_id: str, group_instance_id: str | None, member_epoch: int,
+                               transactional: bool = False) -> None:
         if member_epoch < 0 and not self.members:
             return  # the admin client, or a consumer without group management
+        if transactional and member_epoch < 0 and not member_id and group_instance_id is None:
+            return  # a TxnOffsetCommit need not name its member (older clients send only the group id)
         self._raise_if_not_current(member_id, member_epoch)
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:

@@ -51,8 +51,9 @@ class OffsetMetadataManager:
 
     # ------------------------------------------------------------------ OffsetCommit
 
-    def validate_offset_commit(self, request: OffsetCommitRequest):
-        """The group the commit goes to (None: a simple group created by the commit)."""
+    def validate_offset_commit(self, request: OffsetCommitRequest, transactional: bool = False):
+        """The group the commit goes to (None: a simple group created by the commit);
+        `transactional` for a TxnOffsetCommit's."""
         raise_if(not request.group_id, Errors.INVALID_GROUP_ID, "empty group id")
         group = self.groups.get(request.group_id)
         if group is None:
@@ -62,7 +63,7 @@ class OffsetMetadataManager:
                      f"group {request.group_id} not found")
             return None
         group.validate_offset_commit(request.member_id, request.group_instance_id,
-                                     request.generation_id_or_member_epoch)
+                                     request.generation_id_or_member_epoch, transactional)
         return group
 
     def commit_offset(self, request: OffsetCommitRequest, now_ms: int) -> tuple[list, OffsetCommitResponse]:

@@ -160,7 +160,8 @@ class ShareGroup(ModernGroup):
 
     # ------------------------------------------------------------------ Kafka's Group interface
 
-    def validate_offset_commit(self, member_id: str, group_instance_id: str | None, member_epoch: int) -> None:
+    def validate_offset_commit(self, member_id: str, group_instance_id: str | None, member_epoch: int,
+                               transactional: bool = False) -> None:
         raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {self.group_id} is a share group: it commits no offsets")
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:

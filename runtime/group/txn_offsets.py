@@ -34,7 +34,7 @@ class TxnOffsetManager:
                                                                                         TxnOffsetCommitResponse]:
         self.offsets.validate_offset_commit(OffsetCommitRequest(
             request.group_id, generation_id_or_member_epoch=request.generation_id, member_id=request.member_id,
-            group_instance_id=request.group_instance_id))
+            group_instance_id=request.group_instance_id), transactional=True)
         records = []
         topics = []
         for topic in request.topics:

@@ -93,3 +93,25 @@ def test_pending_offsets_survive_a_reload_and_bad_commits_are_refused(tmp_path):
     with pytest.raises(KafkaError) as e:
         h.call(lambda s, now: s.txn_offset_commit(request, now))
     assert e.value.error is Errors.INVALID_GROUP_ID
+
+
+def test_a_commit_that_names_no_member_is_taken_into_a_group_with_members(tmp_path):
+    """As Kafka: a TxnOffsetCommit need not name its member (aiokafka's producer sends only
+    the group id); one that names a member is checked like an OffsetCommit."""
+    from .helpers import stable_group
+    from .test_consumer import harness as consumer_harness, two_members
+    h = harness(tmp_path / "classic")
+    stable_group(h)
+    assert txn_commit(h, 42).topics[0].partitions[0].error_code == 0
+    marker(h, commit=True)
+    assert fetch(h) == (0, 42)
+    stranger = TxnOffsetCommitRequest("tx", "g", PID, 0, generation_id=1, member_id="stranger")
+    with pytest.raises(KafkaError) as e:
+        h.call(lambda s, now: s.txn_offset_commit(stranger, now))
+    assert e.value.error is Errors.UNKNOWN_MEMBER_ID
+    c = consumer_harness(tmp_path / "consumer")
+    two_members(c)
+    assert txn_commit(c, 7).topics[0].partitions[0].error_code == 0
+    with pytest.raises(KafkaError) as e:
+        c.call(lambda s, now: s.txn_offset_commit(stranger, now))
+    assert e.value.error is Errors.UNKNOWN_MEMBER_ID
