@@ -20,7 +20,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from runtime.errors import Errors, KafkaError
 
-__all__ = ["PLACEMENTS", "remote", "actor_options", "on_node", "current_node"]
+__all__ = ["PLACEMENTS", "remote", "actor_options", "on_node", "current_node", "restarted_actor"]
 
 PLACEMENTS = ("default", "spread")
 AFFINITY_MEMORY = 1 << 20  # bytes of Ray's logical memory resource; see actor_options
@@ -30,6 +30,15 @@ SPREAD = "spread"
 def current_node() -> str:
     """The Ray node id of the calling process."""
     return ray.get_runtime_context().get_node_id()
+
+
+def restarted_actor() -> bool:
+    """Whether the calling process is an actor that Ray restarted; False outside an actor
+    (an actor class driven by a test without Ray, where asking Ray would start it)."""
+    if not ray.is_initialized():
+        return False
+    context = ray.get_runtime_context()
+    return context.get_actor_id() is not None and context.was_current_actor_reconstructed
 
 
 def on_node(node_id: str | None):

@@ -45,7 +45,7 @@ from runtime.topics.partition import PartitionLog
 
 from .. import naming
 from ..errors import to_kafka_error
-from ..placement import current_node
+from ..placement import current_node, restarted_actor
 from ..retry import ActorDirectory
 from .shard_host import _truthy, log_io, now_ms
 
@@ -83,7 +83,7 @@ class PartitionLeaderActor:
         # Producer id -> (verification guard, its coordinator call): at most one per producer.
         self._verifications: dict[int, tuple[object, asyncio.Future]] = {}
         self._actors: ActorDirectory | None = None
-        self._stale_configs = ray.get_runtime_context().was_current_actor_reconstructed
+        self._stale_configs = restarted_actor()
         self._configs_asked: asyncio.Task | None = None
         self._ask_configs_at = 0.0
 
