@@ -42,3 +42,20 @@ def test_produce_and_consume_in_a_group(cluster, bootstrap, codec):
             [ck.TopicPartition(topic, 0), ck.TopicPartition(topic, 1)], timeout=10)) == [15, 15]
     finally:
         consumer.close()
+
+
+def test_pipelined_produces_of_one_connection_keep_their_order(cluster, bootstrap):
+    """A non-idempotent producer with many produces in flight on one connection: Kafka serves a
+    connection's requests one after another, so a partition keeps the order they were sent in."""
+    topic = "rd-order"
+    cluster.create_topic(topic, 1)
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": False, "linger.ms": 0,
+                            "batch.num.messages": 1, "max.in.flight.requests.per.connection": 50, "acks": "all"})
+    delivered = []
+    for i in range(1000):
+        producer.produce(topic, value=b"%d" % i, partition=0,
+                         on_delivery=lambda err, msg: delivered.append((err, msg.offset(), int(msg.value()))))
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert all(err is None for err, _, _ in delivered) and len(delivered) == 1000
+    assert [value for _, offset, value in sorted(delivered, key=lambda d: d[1])] == list(range(1000))
