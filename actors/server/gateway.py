@@ -222,11 +222,12 @@ class GatewayActor:
             self.directory.forget(name)
             raise to_kafka_error(e) from None
 
-    def spawn(self, coro) -> None:
+    def spawn(self, coro) -> asyncio.Task:
         """Work that outlives the request or connection that started it."""
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def call_coalesced(self, name: str, method: str, *args) -> Any:
         """As `call`, for the small requests many connections send the same actor method

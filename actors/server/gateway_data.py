@@ -9,7 +9,6 @@ partition logs store (runtime.wire.storage).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from runtime.errors import Errors, KafkaError
 from runtime.messages.topics import (CreatableTopic, CreatableTopicConfig, CreateTopicsRequest, ListOffsetsRequest,
@@ -111,20 +110,20 @@ async def create_topics(gw, event) -> dict:
 
 # ------------------------------------------------------------------ Produce
 
-@contextlib.asynccontextmanager
-async def _in_connection_order(gw, topic: str | None, partition: int):
+async def _produce_in_order(gw, connection, request):
     """Kafka serves one request of a connection at a time, so a producer with several produces
     in flight (idempotence off) finds a partition's batches in the order it sent them. The
     gateway serves a connection's requests concurrently (a long poll must not hold a produce
     back) and Ray may start an async actor's calls out of order, so a produce waits for the
     connection's earlier produce to the same partition to be answered."""
-    key = (CONNECTION.get(), topic, partition)
+    key = (connection, request.topic, request.partition)
     earlier = gw.produce_order.get(key)
     mine = gw.produce_order[key] = asyncio.get_running_loop().create_future()
     try:
         if earlier is not None:
             await asyncio.shield(earlier)
-        yield
+        return await gw.call(naming.partition_leader(request.topic, request.partition), "produce", request,
+                             timeout_s=max(request.timeout_ms, 1000) / 1000)
     finally:
         mine.set_result(None)
         if gw.produce_order.get(key) is mine:
@@ -143,9 +142,9 @@ async def _produce_one(gw, topic: str | None, partition: int, records: bytes | N
         if end != len(records):
             raise KafkaError(Errors.INVALID_RECORD, "a produce carries one record batch per partition")
         request = produce_request(topic, partition, batch, acks, timeout_ms, transactional_id)
-        async with _in_connection_order(gw, topic, partition):
-            response = await gw.call(naming.partition_leader(topic, partition), "produce", request,
-                                     timeout_s=max(timeout_ms, 1000) / 1000)
+        # A produce that was read is done even if its connection closes first (an acks=0
+        # producer closes right after sending), as Kafka's request handlers do.
+        response = await asyncio.shield(gw.spawn(_produce_in_order(gw, CONNECTION.get(), request)))
     except KafkaError as e:
         return {**out, "error_code": partition_error(e), "error_message": e.message}
     return {**out, "error_code": response.error_code, "base_offset": response.base_offset,
