@@ -15,6 +15,8 @@ gone or full, Ray puts the actor elsewhere, and a restarted actor moves freely.
 """
 from __future__ import annotations
 
+import warnings
+
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -38,7 +40,11 @@ def restarted_actor() -> bool:
     if not ray.is_initialized():
         return False
     context = ray.get_runtime_context()
-    return context.get_actor_id() is not None and context.was_current_actor_reconstructed
+    if context.get_actor_id() is None:
+        return False
+    with warnings.catch_warnings():  # Ray's own property reads its deprecated actor_id
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return bool(context.was_current_actor_reconstructed)
 
 
 def on_node(node_id: str | None):
