@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from runtime.group.records import offset_commit_record  # noqa: E402
 from runtime.log import FileLog, LogConfig  # noqa: E402
 from spark_bridge.compaction import compact_log, load_shard, state_differences, state_digest  # noqa: E402
 from spark_bridge.session import spark_session  # noqa: E402
+from tests.benchmarks.quiet_ray import init_ray  # noqa: E402
 
 T0 = 1_700_000_000_000
 BATCH = 500  # records per batch, about what a busy coordinator's linger gathers
@@ -67,8 +67,7 @@ def main() -> None:
     factory, shard_name = shard_factory()
 
     import ray
-    ray.init(num_cpus=max(2, args.executor_cores), include_dashboard=False, logging_level=logging.WARNING,
-             log_to_driver=False)
+    init_ray(num_cpus=max(2, args.executor_cores))
     with tempfile.TemporaryDirectory() as tmp:
         directory = os.path.join(tmp, "__consumer_offsets-0")
         started = time.perf_counter()

@@ -30,6 +30,7 @@ sys.path.insert(0, ROOT)
 import ray  # noqa: E402
 
 from actors import Cluster  # noqa: E402
+from tests.benchmarks.quiet_ray import init_ray  # noqa: E402
 
 TOPICS, PARTITIONS, MEMBERS, SHARE_GROUPS = 3, 2, 2, 2
 IDLE_MS = 5000
@@ -92,7 +93,7 @@ def main() -> None:
 
 
 def footprint() -> dict:
-    ray.init(address="local", include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+    init_ray()
     cluster = Cluster.local(config={"log.flush.fsync": False, "share.auto.offset.reset": "earliest",
                                     "group.share.partition.idle.ms": IDLE_MS,
                                     "group.share.heartbeat.interval.ms": 500,

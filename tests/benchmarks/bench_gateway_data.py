@@ -18,8 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+from tests.benchmarks.quiet_ray import init_ray  # noqa: E402
 
 RECORD = 1024
 BATCH_BYTES = 256 * 1024
@@ -129,6 +134,7 @@ def main() -> None:
     value = os.urandom(RECORD)
 
     from actors import Cluster
+    init_ray()
     with tempfile.TemporaryDirectory() as data_dir:
         cluster = Cluster.local(data_dir=data_dir, config={
             "log.flush.fsync": args.fsync, "listeners": "PLAINTEXT://127.0.0.1:0"})

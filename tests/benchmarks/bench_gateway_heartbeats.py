@@ -35,6 +35,7 @@ import ray  # noqa: E402
 
 from actors import Cluster, naming  # noqa: E402
 from actors.server.gateway import GatewayActor  # noqa: E402
+from tests.benchmarks.quiet_ray import init_ray  # noqa: E402
 from tests.gateway.raw import AsyncRawClient, encode  # noqa: E402
 
 TOPIC, PARTITIONS = "bench", 8
@@ -148,6 +149,7 @@ def cpu_s(process: psutil.Process) -> float:
 
 async def run(quick: bool) -> dict:
     passes, window_s = (2, 5.0) if quick else (3, 10.0)
+    init_ray()
     cluster = Cluster.local(config=CONFIG)
     try:
         cluster.create_topic(TOPIC, PARTITIONS)

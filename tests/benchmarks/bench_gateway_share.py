@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 import threading
@@ -23,8 +22,8 @@ import ray  # noqa: E402
 from confluent_kafka import AcknowledgeType, ShareConsumer  # noqa: E402
 
 from actors import Cluster, naming  # noqa: E402
-from actors.cluster import RAY_SYSTEM_CONFIG  # noqa: E402
 from tests.benchmarks.bench_share import BATCH, RECORD, share_consume  # noqa: E402
+from tests.benchmarks.quiet_ray import init_ray  # noqa: E402
 
 GOAL = 15_692
 TOPIC = "bench-share"
@@ -79,8 +78,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=40_000)
     args = parser.parse_args()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
-             _system_config=RAY_SYSTEM_CONFIG)  # the deployment's Ray settings, as Cluster.local starts Ray
+    init_ray(num_cpus=2)
     cluster = Cluster.local(config={"log.flush.fsync": False, "share.auto.offset.reset": "earliest",
                                     "listeners": "PLAINTEXT://127.0.0.1:0",
                                     "group.share.heartbeat.interval.ms": 500,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import pathlib
 import shutil
@@ -26,6 +25,7 @@ import confluent_kafka as ck  # noqa: E402
 
 from actors import Cluster  # noqa: E402
 from tests.security.certs import make_certs  # noqa: E402
+from tests.benchmarks.quiet_ray import init_ray  # noqa: E402
 
 RECORD = b"x" * 1024
 
@@ -68,7 +68,7 @@ def main() -> None:
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench-tls-"))
     try:
         certs = make_certs(work)
-        ray.init(address="local", logging_level=logging.WARNING, include_dashboard=False)
+        init_ray()
         cluster = Cluster.local(data_dir=str(work / "shoal"), config={
             "log.flush.fsync": False,
             "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import statistics
 import sys
@@ -23,7 +22,7 @@ import ray  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
 
 from actors import Cluster  # noqa: E402
-from actors.cluster import RAY_SYSTEM_CONFIG  # noqa: E402
+from tests.benchmarks.quiet_ray import init_ray  # noqa: E402
 
 RECORD = 1024
 PARTITIONS = 4
@@ -69,8 +68,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--pairs", type=int, default=3)
     args = parser.parse_args()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
-             _system_config=RAY_SYSTEM_CONFIG)  # the deployment's Ray settings, as Cluster.local starts Ray
+    init_ray(num_cpus=2)
     cluster = Cluster.local(config={"log.flush.fsync": False, "listeners": "PLAINTEXT://127.0.0.1:0"})
     try:
         cluster.create_topic("bench-txn", PARTITIONS)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import platform
 import statistics
@@ -34,6 +33,7 @@ from runtime.messages.consumer import (  # noqa: E402
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatRequestTopicPartitions, ConsumerGroupHeartbeatResponse,
 )
 from runtime.messages.topics import CreatableTopic, CreateTopicsRequest  # noqa: E402
+from tests.benchmarks.quiet_ray import init_ray  # noqa: E402
 
 TOPIC, PARTITIONS = "bench", 200
 GROUP = "bench-heartbeats"
@@ -111,7 +111,7 @@ class Driver:
 def main() -> None:
     quick = "--quick" in sys.argv
     passes, seconds, members = (2, 2.0, 50) if quick else (5, 4.0, 100)
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    init_ray(num_cpus=2)
     # sessions far longer than the run: the figure is heartbeats, not expiries (the cluster's
     # own temporary folder, removed at shutdown)
     cluster = Cluster.local(config={"log.flush.fsync": False, "group.consumer.session.timeout.ms": 600000,

@@ -11,13 +11,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 
-import ray
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
-from actors import Cluster
-from runtime.messages.topics import FetchRequest, ProduceRequest
-from runtime.topics.data import encode_records
+import ray  # noqa: E402
+
+from actors import Cluster  # noqa: E402
+from runtime.messages.topics import FetchRequest, ProduceRequest  # noqa: E402
+from runtime.topics.data import encode_records  # noqa: E402
+from tests.benchmarks.quiet_ray import init_ray  # noqa: E402
 
 RECORD = 1024
 BATCH = 500
@@ -59,6 +63,7 @@ def main() -> None:
     batches = args.records // BATCH
     payload = encode_records([(int(time.time() * 1000), None, os.urandom(RECORD), []) for _ in range(BATCH)])
 
+    init_ray()
     cluster = Cluster.local(config={"log.flush.fsync": args.fsync})
     try:
         cluster.create_topic("bench", 1)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import platform
 import statistics
@@ -37,6 +36,7 @@ from runtime.group.consumer_protocol import decode_subscription, encode_assignme
 from runtime.messages.group import (  # noqa: E402
     HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol, SyncGroupRequest, SyncGroupRequestAssignment,
 )
+from tests.benchmarks.quiet_ray import init_ray  # noqa: E402
 
 TOPICS = {"bench": 100}
 SESSION_MS = 30000
@@ -107,7 +107,7 @@ class Driver:
 def main() -> None:
     quick = "--quick" in sys.argv
     rounds = 3 if quick else 10
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    init_ray(num_cpus=2)
     cluster = Cluster.local(config={"log.flush.fsync": False, "group.initial.rebalance.delay.ms": 1500,
                                     "group.min.session.timeout.ms": 1000})
     driver_cls = ray.remote(num_cpus=0)(Driver)

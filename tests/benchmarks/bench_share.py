@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 import threading
@@ -33,8 +32,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 import ray  # noqa: E402
 
 from actors import AcknowledgeType, Cluster, naming  # noqa: E402
-from actors.cluster import RAY_SYSTEM_CONFIG  # noqa: E402
 from runtime.topics.data import encode_records  # noqa: E402
+from tests.benchmarks.quiet_ray import init_ray  # noqa: E402
 
 RECORD = 1024
 BATCH = 500
@@ -230,8 +229,7 @@ def main() -> None:
     parser.add_argument("--consumers", type=int, nargs="*", default=[1, 2, 4, 8])
     parser.add_argument("--fsync", choices=["off", "on", "both"], default="both")
     args = parser.parse_args()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
-             _system_config=RAY_SYSTEM_CONFIG)
+    init_ray(num_cpus=2)
     out = {"benchmark": "share_groups",
            "conditions": {"records": args.records, "record_bytes": RECORD, "max_poll_records": BATCH,
                           "cpus": os.cpu_count()},

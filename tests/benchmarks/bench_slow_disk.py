@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import platform
 import statistics
@@ -42,6 +41,7 @@ from runtime.messages.group import (OffsetCommitRequest, OffsetCommitRequestPart
                                     OffsetCommitRequestTopic)
 from runtime.hashing import partition_for  # noqa: E402
 from runtime.messages.topics import CreatableTopic, CreateTopicsRequest  # noqa: E402
+from tests.benchmarks.quiet_ray import init_ray  # noqa: E402
 
 FSYNC_DELAY_MS = 50
 COMMITTERS = 20
@@ -100,7 +100,7 @@ class Committer:
 def main() -> None:
     quick = "--quick" in sys.argv
     passes, seconds, members = (1, 2.0, 50) if quick else (3, 4.0, 100)
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    init_ray(num_cpus=2)
     load_before = os.getloadavg()[0]
     config = {"log.flush.fsync": True, "offsets.topic.num.partitions": PARTITIONS_OF_OFFSETS,
               "group.consumer.session.timeout.ms": 600000, "group.consumer.max.size": 10000,

@@ -17,12 +17,16 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 
-from actors import Cluster
-from runtime.messages.topics import LATEST_TIMESTAMP, READ_COMMITTED, FetchRequest, ListOffsetsRequest
-from runtime.topics.isolation import filter_aborted
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+from actors import Cluster  # noqa: E402
+from runtime.messages.topics import LATEST_TIMESTAMP, READ_COMMITTED, FetchRequest, ListOffsetsRequest  # noqa: E402
+from runtime.topics.isolation import filter_aborted  # noqa: E402
+from tests.benchmarks.quiet_ray import init_ray  # noqa: E402
 
 RECORD = 1024
 
@@ -102,6 +106,7 @@ def main() -> None:
                         help="where the cluster's data folder goes (default: /dev/shm if there is one)")
     args = parser.parse_args()
     config = {"linger_ms": 5, "batch_size": args.batch_kb * 1024}
+    init_ray()
     # Gigabytes of records, in memory where the machine has a tmpfs: the page cache's
     # write-back otherwise stalls the leaders at random and swamps the difference measured.
     with tempfile.TemporaryDirectory(prefix="shoal-bench-txn-", dir=args.data_parent) as data_dir, \

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -26,7 +25,7 @@ import psutil  # noqa: E402
 import ray  # noqa: E402
 
 from actors import AcknowledgeType, Cluster, naming  # noqa: E402
-from actors.cluster import RAY_SYSTEM_CONFIG  # noqa: E402
+from tests.benchmarks.quiet_ray import init_ray  # noqa: E402
 
 RECORD = 1024
 BATCH = 500
@@ -82,8 +81,7 @@ def main() -> None:
     parser.add_argument("--consumers", type=int, default=1)
     parser.add_argument("--py-spy", action="store_true")
     args = parser.parse_args()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
-             _system_config=RAY_SYSTEM_CONFIG)
+    init_ray(num_cpus=2)
     cluster = Cluster.local(config={"log.flush.fsync": False, "share.auto.offset.reset": "earliest",
                                     "group.share.heartbeat.interval.ms": 500,
                                     "group.share.min.heartbeat.interval.ms": 500})
