@@ -32,6 +32,7 @@ class ControllerActor(ShardHost):
         # A non-detached actor ends when its owner drops its last handle: the SharePartitions
         # this controller made live as long as it keeps theirs (or until they expire idle).
         self._share_partitions: dict[str, object] = {}
+        self._creating: dict[str, asyncio.Future] = {}  # SharePartition name -> its creation under way
 
     async def deployment(self) -> dict:
         return dict(self._deployment)
@@ -68,10 +69,21 @@ class ControllerActor(ShardHost):
     async def ensure_share_partition(self, group_id: str, topic: str, topic_id: str, partition: int) -> None:
         """Create the SharePartition actor of the group on the topic partition unless one
         runs: on the partition leader's node when it answers (soft), owned by this controller
-        (detached in a detached deployment). Callers then find it by name."""
+        (detached in a detached deployment). Callers then find it by name. Callers asking at
+        once share one creation: a second actor under the name would fail, and the first
+        would end with the handle it replaced."""
+        name = naming.share_partition(group_id, topic, partition)
+        creating = self._creating.get(name)
+        if creating is None:
+            creating = self._creating[name] = asyncio.ensure_future(
+                self._create_share_partition(name, group_id, topic, topic_id, partition))
+            creating.add_done_callback(lambda _: self._creating.pop(name, None))
+        await asyncio.shield(creating)
+
+    async def _create_share_partition(self, name: str, group_id: str, topic: str, topic_id: str,
+                                      partition: int) -> None:
         from .share_partition import SharePartitionActor
         d = self._deployment
-        name = naming.share_partition(group_id, topic, partition)
         try:
             ray.get_actor(name, namespace=d["namespace"])
             return

@@ -30,7 +30,7 @@ from runtime.wire.storage import fetched_records
 from .. import naming
 from ..retry import ActorNotFound
 from .gateway_context import CONNECTION
-from .gateway_data import UNKNOWN_AUTHORIZED_OPERATIONS
+from .gateway_data import UNKNOWN_AUTHORIZED_OPERATIONS, partition_error
 
 log = logging.getLogger(__name__)
 
@@ -181,8 +181,10 @@ async def share_fetch(gw, event) -> dict:
                     AcknowledgeTopic(tid, (AcknowledgePartition(p, acks),)),))
                 response = await _sp_call(gw, group_id, topic, tid, p, "share_acknowledge", request)
         except KafkaError as e:
-            out["error_code"] = e.code
+            out["error_code"] = partition_error(e)
             out["error_message"] = e.message
+            if acks:  # their outcome is not known: the client retries them or reports the failure
+                out["acknowledge_error_code"], out["acknowledge_error_message"] = out["error_code"], e.message
             return
         if response.error_code:  # the member refused as a whole (UNKNOWN_MEMBER_ID)
             out["error_code"], out["error_message"] = response.error_code, response.error_message
@@ -256,7 +258,7 @@ async def share_acknowledge(gw, event) -> dict:
         try:
             response = await _sp_call(gw, group_id, names[tid], tid, p, "share_acknowledge", request)
         except KafkaError as e:
-            return {**out, "error_code": e.code, "error_message": e.message}
+            return {**out, "error_code": partition_error(e), "error_message": e.message}
         if response.error_code:
             return {**out, "error_code": response.error_code, "error_message": response.error_message}
         lock_ms = max(lock_ms, response.acquisition_lock_timeout_ms)
