@@ -149,8 +149,8 @@ class GatewayActor:
         self._max_request_bytes = int(self.config.get("socket.request.max.bytes", SOCKET_REQUEST_MAX_BYTES))
         self.brokers = Brokers(self.namespace, self.directory, self.broker)
         self.topic_ids = TopicIds(self.call)
-        # (connection, topic, partition) -> done when that connection's latest produce there is
-        self.produce_order: dict[tuple, asyncio.Future] = {}
+        # (connection, topic, partition) -> that connection's latest produce there (a gateway task)
+        self.produce_order: dict[tuple, asyncio.Task] = {}
         self.share_sessions = ShareSessionCache(int(self.config.get("group.share.max.share.sessions",
                                                                     MAX_SHARE_SESSIONS)))
         self._tasks: set[asyncio.Task] = set()

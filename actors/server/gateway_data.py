@@ -110,24 +110,26 @@ async def create_topics(gw, event) -> dict:
 
 # ------------------------------------------------------------------ Produce
 
-async def _produce_in_order(gw, connection, request):
+def _produce_in_order(gw, connection, request) -> asyncio.Task:
     """Kafka serves one request of a connection at a time, so a producer with several produces
     in flight (idempotence off) finds a partition's batches in the order it sent them. The
     gateway serves a connection's requests concurrently (a long poll must not hold a produce
-    back) and Ray may start an async actor's calls out of order, so a produce waits for the
-    connection's earlier produce to the same partition to be answered."""
+    back) and Ray may start an async actor's calls out of order, so a produce starts once the
+    connection's earlier produce to the same partition is answered. It runs as a gateway task:
+    a produce that was read is done even if its connection closes first (an acks=0 producer
+    closes right after sending), as Kafka's request handlers do."""
     key = (connection, request.topic, request.partition)
     earlier = gw.produce_order.get(key)
-    mine = gw.produce_order[key] = asyncio.get_running_loop().create_future()
-    try:
+
+    async def produce():
         if earlier is not None:
-            await asyncio.shield(earlier)
+            await asyncio.wait([earlier])  # its outcome is its own request's
         return await gw.call(naming.partition_leader(request.topic, request.partition), "produce", request,
                              timeout_s=max(request.timeout_ms, 1000) / 1000)
-    finally:
-        mine.set_result(None)
-        if gw.produce_order.get(key) is mine:
-            del gw.produce_order[key]
+
+    task = gw.produce_order[key] = gw.spawn(produce())
+    task.add_done_callback(lambda done: gw.produce_order.get(key) is done and gw.produce_order.pop(key))
+    return task
 
 
 async def _produce_one(gw, topic: str | None, partition: int, records: bytes | None, acks: int, timeout_ms: int,
@@ -142,9 +144,7 @@ async def _produce_one(gw, topic: str | None, partition: int, records: bytes | N
         if end != len(records):
             raise KafkaError(Errors.INVALID_RECORD, "a produce carries one record batch per partition")
         request = produce_request(topic, partition, batch, acks, timeout_ms, transactional_id)
-        # A produce that was read is done even if its connection closes first (an acks=0
-        # producer closes right after sending), as Kafka's request handlers do.
-        response = await asyncio.shield(gw.spawn(_produce_in_order(gw, CONNECTION.get(), request)))
+        response = await asyncio.shield(_produce_in_order(gw, CONNECTION.get(), request))
     except KafkaError as e:
         return {**out, "error_code": partition_error(e), "error_message": e.message}
     return {**out, "error_code": response.error_code, "base_offset": response.base_offset,
