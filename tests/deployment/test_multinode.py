@@ -13,6 +13,7 @@ and each committed transaction's records appear once, an aborted one's never.
 This module runs its own Ray cluster: it shuts the session's Ray down first and starts it
 again after (tests.conftest.init_session_ray)."""
 import threading
+import time
 
 import pytest
 import ray
@@ -88,6 +89,8 @@ def test_a_worker_node_dies_under_load(nodes, tmp_path):
         ownership: list = []
         share_acked: dict = {}  # (partition, offset) -> successful acknowledgements
         share_seen: dict = {}  # (partition, offset) -> delivery counts
+        seen_at: dict = {}  # (partition, offset) -> when each delivery came, in seconds after the kill
+        killed_at = [float("inf")]
         share_unknown: set = set()  # (partition, offset) whose acknowledgement's outcome is unknown
         txns = {"committed": set(), "aborted": set(), "unknown": set()}
         unsettled: list = []  # committed transactions with a send not (successfully) answered
@@ -123,6 +126,7 @@ def test_a_worker_node_dies_under_load(nodes, tmp_path):
             records = share.poll(0.2)
             for r in records:
                 share_seen.setdefault((r.partition, r.offset), []).append(r.delivery_count)
+                seen_at.setdefault((r.partition, r.offset), []).append(round(time.monotonic() - killed_at[0], 1))
                 share.acknowledge(r, AcknowledgeType.ACCEPT)
             if records:
                 keys = [(r.partition, r.offset) for r in records]
@@ -182,7 +186,19 @@ def test_a_worker_node_dies_under_load(nodes, tmp_path):
         sp_name = naming.share_partition(share_group, "mn", 0)
         assert node_of(cluster, sp_name) == victim  # beside its leader
 
+        def share_partitions():
+            """Each SharePartition's process and leader epoch (a reload changes the epoch)."""
+            out = {}
+            for p in range(2):
+                try:
+                    status = cluster.directory.call(naming.share_partition(share_group, "mn", p), "status", timeout_s=5)
+                    out[p] = (status["pid"], status["leader_epoch"])
+                except Exception as e:
+                    out[p] = type(e).__name__
+            return out
+        partitions_before = share_partitions()
         before = progress()
+        killed_at[0] = time.monotonic()
         rc.remove_node(next(w for w in workers if w.node_id == victim), allow_graceful=False)
         # Every client goes on: each ledger grows past what it had when the node went.
         try:
@@ -221,6 +237,7 @@ def test_a_worker_node_dies_under_load(nodes, tmp_path):
             return all(cluster.directory.call(naming.share_partition(share_group, "mn", p), "record_states",
                                               timeout_s=60)["start_offset"] >= ends[p] for p in range(2))
         wait_until(drained, timeout_s=90, interval_s=0, message="the share group at the end of the log")
+        partitions_after, membership = share_partitions(), share._call("state")
         share.close()
         twice = sorted(k for k, n in share_acked.items() if n > 1)
         for key in set(log) - set(share_acked) - share_unknown:
@@ -253,7 +270,11 @@ def test_a_worker_node_dies_under_load(nodes, tmp_path):
             # partition whose share state lives on the dead node is redelivered (delivery count 2)
             # after its acknowledgement succeeded. Every other check above still holds; remove
             # this once the SharePartition no longer serves state that lacks an acknowledgement.
-            pytest.xfail(f"acknowledged twice: {len(twice)} {[(k, share_seen.get(k)) for k in twice[:5]]}")
+            # What tells the causes apart: whether the SharePartition reloaded (its epoch) and
+            # whether the consumer joined again or dropped records of an ended membership.
+            pytest.xfail(f"acknowledged twice: {len(twice)} {[(k, share_seen.get(k), seen_at.get(k)) for k in twice[:3]]}"
+                         f"; SharePartitions (pid, epoch) before {partitions_before}, after {partitions_after}"
+                         f"; consumer joins {membership['joins']}, dropped {membership['dropped']}")
     finally:
         stop.set()
         for t in threads:
