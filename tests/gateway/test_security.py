@@ -123,7 +123,8 @@ def test_wrong_passwords_are_refused(cluster, sasl_bootstrap, mechanism):
     assert refused(sasl_config(cluster, mechanism, user="mallory"))
     with pytest.raises(KafkaPythonError):
         KafkaProducer(bootstrap_servers=sasl_bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
-                      sasl_plain_username="alice", sasl_plain_password="wrong", max_block_ms=5000)
+                      sasl_plain_username="alice", sasl_plain_password="wrong", max_block_ms=5000,
+                      bootstrap_timeout_ms=5000)  # kafka-python retries a refused bootstrap for 30 s by default
 
 
 # ------------------------------------------------------------------ raw sockets
