@@ -69,14 +69,18 @@ def state_partition_for(group_id: str, topic_id: str, partition: int, num_partit
 
 
 def apply_update(state: ShareSnapshotValue | None, update: ShareUpdateValue) -> ShareSnapshotValue:
-    """The state after a ShareUpdate: fields given (not -1) replace the stored ones, and the
-    update's batches are combined into the stored batches above the new start offset."""
+    """The state after a ShareUpdate: fields given (not -1) replace the stored ones, except
+    that the start offset never moves back, and the update's batches are combined into the
+    stored batches above the new start offset. Unlike Kafka's merge: a SharePartition's start
+    offset only grows within a state epoch (a reset starts a new one with a snapshot), so a
+    lower one comes from a write that arrived late, retried across a coordinator restart,
+    and taking it would bring back offsets whose settled states the newer write pruned."""
     if state is None:
         # Only a log that lost its snapshot gets here; Kafka takes the update as the state,
         # with no state epoch.
         return ShareSnapshotValue(update.snapshot_epoch, -1, update.leader_epoch, update.start_offset,
                                   update.delivery_complete_count, 0, 0, update.state_batches)
-    start = state.start_offset if update.start_offset == -1 else update.start_offset
+    start = state.start_offset if update.start_offset == -1 else max(state.start_offset, update.start_offset)
     return state._replace(
         leader_epoch=state.leader_epoch if update.leader_epoch == -1 else update.leader_epoch,
         start_offset=start,

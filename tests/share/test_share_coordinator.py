@@ -223,6 +223,18 @@ def test_write_records_an_update_with_merged_pruned_batches(h):
     assert_reload_keeps_state(h)
 
 
+def test_a_late_write_does_not_take_the_start_offset_back(h):
+    """Writes retried across a coordinator restart arrive in any order: the older one's lower
+    start offset and its states below the newer start offset are not taken."""
+    initialize(h, [(0, 0, 0)])
+    write(h, 0, [B(10, 19, ACKED, 1)], start=10, count=10)  # sent second, arrived first
+    write(h, 0, [B(5, 12, AVAILABLE, 1)], start=5, count=0)  # sent first
+    state = h.shard.states[(G, T, 0)]
+    assert state.start_offset == 10
+    assert state.state_batches == (B(10, 19, ACKED, 1),)  # acknowledged beats available at one count
+    assert_reload_keeps_state(h)
+
+
 def test_write_does_not_raise_the_leader_epoch(h):
     # Kafka 4.2 (KAFKA-19456, apache/kafka#20079): only a read records a leader epoch; a
     # write is fenced by it but keeps the recorded one, in its update and in a snapshot.
