@@ -127,8 +127,12 @@ def _produce_in_order(gw, connection, request) -> asyncio.Task:
         return await gw.call(naming.partition_leader(request.topic, request.partition), "produce", request,
                              timeout_s=max(request.timeout_ms, 1000) / 1000)
 
+    def forget(done: asyncio.Task) -> None:
+        if gw.produce_order.get(key) is done:
+            del gw.produce_order[key]
+
     task = gw.produce_order[key] = gw.spawn(produce())
-    task.add_done_callback(lambda done: gw.produce_order.get(key) is done and gw.produce_order.pop(key))
+    task.add_done_callback(forget)
     return task
 
 

@@ -80,7 +80,7 @@ def apply_update(state: ShareSnapshotValue | None, update: ShareUpdateValue) -> 
         # with no state epoch.
         return ShareSnapshotValue(update.snapshot_epoch, -1, update.leader_epoch, update.start_offset,
                                   update.delivery_complete_count, 0, 0, update.state_batches)
-    start = state.start_offset if update.start_offset == -1 else max(state.start_offset, update.start_offset)
+    start = max(state.start_offset, update.start_offset)  # -1 (not given) is below any stored one
     return state._replace(
         leader_epoch=state.leader_epoch if update.leader_epoch == -1 else update.leader_epoch,
         start_offset=start,
