@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 
 import ray
 
@@ -31,7 +32,7 @@ from runtime.messages.share import (AcknowledgementBatch, AcknowledgeType, Share
 from runtime.messages.share_state import (ReadShareGroupStateSummaryRequest, ReadStateSummaryData,
                                           ReadStateSummaryPartitionData)
 from runtime.messages.share_group import DescribeGroupConfigRequest, ShareGroupDescribeRequest
-from runtime.messages.topics import READ_COMMITTED, READ_UNCOMMITTED, FetchRequest, ListOffsetsRequest
+from runtime.messages.topics import READ_COMMITTED, READ_UNCOMMITTED, ListOffsetsRequest
 from runtime.share.members import ShareMembers
 from runtime.share.partition import PendingShareWrite, SharePartition, SharePartitionState
 from runtime.share.reads import acquire_from_read, read_request
@@ -79,6 +80,9 @@ class SharePartitionActor:
         self._timer_wake: asyncio.Event | None = None
         self._timer: asyncio.Task | None = None
         self._watcher: asyncio.Task | None = None
+        # The records the watcher's long poll brought: (share partition, read, answer), taken
+        # by the next fetch that reads from that offset instead of asking the leader again.
+        self._watched: tuple | None = None
         self._reading = False  # a leader read for acquisition is under way
         self._high_watermark = -1  # of the last leader read; -1 before the first
         self._tasks: set[asyncio.Task] = set()
@@ -163,6 +167,7 @@ class SharePartitionActor:
             self._timer = asyncio.get_running_loop().create_task(self._timer_loop())
         self._sp = sp
         self._high_watermark = -1
+        self._watched = None
         self._notify()
 
     async def _reset_offset(self, sp: SharePartition) -> int:
@@ -439,7 +444,8 @@ class SharePartitionActor:
             if remaining <= 0:
                 return (), ()
             if self._high_watermark >= 0 and (self._watcher is None or self._watcher.done()):
-                self._watcher = asyncio.get_running_loop().create_task(self._watch_leader(remaining))
+                self._watcher = asyncio.get_running_loop().create_task(
+                    self._watch_leader(sp, remaining, request.max_bytes, max_records))
             try:
                 await asyncio.wait_for(changed.wait(), remaining)
             except asyncio.TimeoutError:
@@ -447,11 +453,17 @@ class SharePartitionActor:
 
     async def _read_and_acquire(self, sp: SharePartition, request: ShareFetchRequest, offset: int,
                                 max_records: int, deadline: float) -> tuple[tuple, tuple] | None:
-        """One leader read for the member; what it means is runtime.share.reads'."""
+        """One leader read for the member (or the watcher's, when it read from the same
+        offset); what it means is runtime.share.reads'."""
         read = read_request(sp, self.topic, self.partition, request.max_bytes, max_records)
-        response = await self._call(self._leader, "fetch", read)
-        if sp is not self._sp:
-            return None  # reloaded meanwhile
+        watched, self._watched = self._watched, None
+        if (watched is not None and watched[0] is sp and watched[1].fetch_offset == read.fetch_offset
+                and watched[1].isolation_level == read.isolation_level):
+            read, response = watched[1], watched[2]
+        else:
+            response = await self._call(self._leader, "fetch", read)
+            if sp is not self._sp:
+                return None  # reloaded meanwhile
         if response.error_code == 0:
             self._members.raise_unless_member(request.member_id)  # released while the read was under way
         got = acquire_from_read(sp, request.member_id, read, response, min_bytes=request.min_bytes,
@@ -465,18 +477,20 @@ class SharePartitionActor:
         self._kick_timer()
         return got.acquired, got.batches
 
-    async def _watch_leader(self, wait_s: float) -> None:
+    async def _watch_leader(self, sp: SharePartition, wait_s: float, max_bytes: int, max_records: int) -> None:
         """One long poll on the leader past the known high watermark (last stable offset under
-        read_committed), shared by every waiting fetch: when data arrives, they look again."""
-        isolation = READ_COMMITTED if self._sp is not None and self._sp.read_committed else READ_UNCOMMITTED
+        read_committed), shared by every waiting fetch: when data arrives, they look again, and
+        the first to read from there takes the records this poll brought (one leader call per
+        delivery rather than two)."""
+        watch = replace(read_request(sp, self.topic, self.partition, max_bytes, max_records),
+                        fetch_offset=self._high_watermark, max_wait_ms=int(min(wait_s * 1000, LEADER_POLL_MAX_MS)))
         try:
-            response = await self._call(self._leader, "fetch", FetchRequest(
-                self.topic, self.partition, self._high_watermark, 1, int(min(wait_s * 1000, LEADER_POLL_MAX_MS)),
-                1, isolation, 1), timeout_s=wait_s + 30)
+            response = await self._call(self._leader, "fetch", watch, timeout_s=wait_s + 30)
             if response.error_code:
                 self._high_watermark = -1  # read again from the next fetch offset
             elif response.batches:
-                self._high_watermark = response.last_stable_offset if isolation else response.high_watermark
+                self._high_watermark = response.last_stable_offset if watch.isolation_level else response.high_watermark
+                self._watched = (sp, watch, response)
         except KafkaError:
             self._high_watermark = -1
         self._notify()

@@ -203,6 +203,42 @@ def test_read_committed_share_group_skips_aborted_records(cluster):
         assert states(cluster, "g-txn", "s-txn")["start_offset"] == 7
 
 
+def test_a_waiting_read_committed_fetch_gets_a_transaction_once_it_commits(cluster):
+    # The share fetch waits at the end of the log; the SharePartition's long poll on the
+    # leader brings the records it then acquires, and under read_committed only once the
+    # transaction is over (an aborted one never).
+    cluster.create_topic("s-txn-wait", 1)
+    from runtime.messages.share_group import AlterGroupConfigRequest
+    altered = ray.get(cluster.group_coordinator("g-txn-wait").alter_group_config.remote(
+        AlterGroupConfigRequest("g-txn-wait", {"share.isolation.level": "read_committed"})))
+    assert altered.error_code == 0
+    with cluster.share_consumer("g-txn-wait", fetch_max_wait_ms=1000) as c:
+        c.subscribe("s-txn-wait")
+
+        def loaded():
+            assert c.poll(0.2) == []
+            try:
+                sp = share_partition(cluster, "g-txn-wait", "s-txn-wait")
+            except ValueError:  # not created yet
+                return False
+            return ray.get(sp.status.remote())["state"] == "Active"
+        wait_until(loaded, interval_s=0, message="the share partition loaded")
+        with cluster.producer(transactional_id="s-txn-wait-producer", linger_ms=1) as producer:
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.send("s-txn-wait", b"open")
+            producer.flush()
+            assert c.poll(0.5) == []
+            producer.abort_transaction()
+            assert c.poll(0.5) == []
+            producer.begin_transaction()
+            producer.send("s-txn-wait", b"committed")
+            producer.flush()
+            assert c.poll(0.5) == []
+            producer.commit_transaction()
+        assert [r.value for r in poll_until(c, 1)] == [b"committed"]
+
+
 def test_share_coordinator_actor_answers_each_partition_of_a_batch(cluster):
     from runtime.messages.share_state import (
         InitializeShareGroupStateRequest, InitializeStateData, InitializeStatePartitionData,
