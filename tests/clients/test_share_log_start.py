@@ -9,7 +9,7 @@ from runtime.share.partition import EARLIEST_TIMESTAMP
 from tests.clients.test_share_faults import FAST, poll_records, start_offset
 from tests.conftest import wait_until
 
-LOCK_MS = 30000
+LOCK_MS = 12000  # outlasts the steps before the locks must expire, with room for a loaded machine
 CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": LOCK_MS,
                   "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100}
 
