@@ -18,7 +18,8 @@ acknowledgement was durable (commit_sync returned). Goal (fsync off): p50 under 
 under 50 ms. Beside it, the same at 20 records/s with one consumer on one partition: the
 path's own latency, with nothing queued.
 
-The load average (1 minute) is given beside each figure: the machine may be shared.
+The load average (1 minute) is given beside each figure, for the machine may be shared, and
+the share of the machine's CPU that was busy during the run (`cpu_busy`, 1.0: every core).
 
     python tests/benchmarks/bench_share.py [--records 200000] [--latency-s 5]
 """
@@ -63,6 +64,20 @@ class Sink:
 
 def _load() -> float:
     return round(os.getloadavg()[0], 1)
+
+
+def _cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine, from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle and iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def _cpu_busy(since: tuple[int, int]) -> float:
+    """The share of the machine's CPU time that was busy since `since` (1.0: every core)."""
+    busy, total = _cpu_times()
+    return round((busy - since[0]) / max(total - since[1], 1), 2)
 
 
 def raw_transport(records: int, callers: int) -> float:
@@ -141,6 +156,7 @@ def share_consume(cluster: Cluster, group: str, topic: str, partitions: int, rec
     counts = [0] * consumers
     lock = threading.Lock()
     total = [0]
+    cpu = _cpu_times()
     started = time.perf_counter()
 
     def consume(i: int) -> None:
@@ -162,10 +178,11 @@ def share_consume(cluster: Cluster, group: str, topic: str, partitions: int, rec
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - started
+    busy = _cpu_busy(cpu)
     load = _load()
     _finish(cluster, clients, group, topic, partitions)
     return {"partitions": partitions, "consumers": consumers, "records": total[0], "seconds": round(elapsed, 2),
-            "records_per_s": round(total[0] / elapsed), "per_consumer": counts, "load_average_1m": load}
+            "records_per_s": round(total[0] / elapsed), "per_consumer": counts, "cpu_busy": busy, "load_average_1m": load}
 
 
 def _percentiles(samples_ms: list[float]) -> dict:
@@ -213,6 +230,7 @@ def latency(cluster: Cluster, group: str, seconds: float, rate: int = LATENCY_RA
     for t in threads:
         t.start()
     value = os.urandom(RECORD)
+    cpu = _cpu_times()
     with cluster.producer(linger_ms=2) as producer:  # a produce call per record would cap the rate
         started = time.perf_counter()
         for i in range(total):
@@ -223,6 +241,7 @@ def latency(cluster: Cluster, group: str, seconds: float, rate: int = LATENCY_RA
             producer.send(topic, value, partition=i % partitions).add_done_callback(on_acked)
         producer.flush()
         produce_s = time.perf_counter() - started
+    busy = _cpu_busy(cpu)
     producing.clear()
     for t in threads:
         t.join(timeout=120)
@@ -234,7 +253,7 @@ def latency(cluster: Cluster, group: str, seconds: float, rate: int = LATENCY_RA
             "delivery": _percentiles([max(t - acked[k], 0) * 1000 for k, t in delivered.items() if k in acked]),
             "acknowledgement_durable": _percentiles([max(t - acked[k], 0) * 1000 for k, t in durable.items()
                                                      if k in acked]),
-            "delivered_before_produce_acknowledged": early, "load_average_1m": load}
+            "delivered_before_produce_acknowledged": early, "cpu_busy": busy, "load_average_1m": load}
 
 
 def main() -> None:
