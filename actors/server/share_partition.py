@@ -35,7 +35,7 @@ from runtime.messages.share_group import DescribeGroupConfigRequest, ShareGroupD
 from runtime.messages.topics import READ_COMMITTED, READ_UNCOMMITTED, ListOffsetsRequest
 from runtime.share.members import ShareMembers
 from runtime.share.partition import PendingShareWrite, SharePartition, SharePartitionState
-from runtime.share.reads import acquire_from_read, read_request
+from runtime.share.reads import acquire_from_read, read_request, readable_end
 
 from .. import metrics, naming
 from ..config import DEFAULTS
@@ -80,8 +80,8 @@ class SharePartitionActor:
         self._timer_wake: asyncio.Event | None = None
         self._timer: asyncio.Task | None = None
         self._watcher: asyncio.Task | None = None
-        # The records the watcher's long poll brought: (share partition, read, answer), taken
-        # by the next fetch that reads from that offset instead of asking the leader again.
+        # The records the watcher's long poll brought: (read, answer), taken by the next fetch
+        # that reads from that offset instead of asking the leader again.
         self._watched: tuple | None = None
         self._reading = False  # a leader read for acquisition is under way
         self._high_watermark = -1  # of the last leader read; -1 before the first
@@ -457,9 +457,9 @@ class SharePartitionActor:
         offset); what it means is runtime.share.reads'."""
         read = read_request(sp, self.topic, self.partition, request.max_bytes, max_records)
         watched, self._watched = self._watched, None
-        if (watched is not None and watched[0] is sp and watched[1].fetch_offset == read.fetch_offset
-                and watched[1].isolation_level == read.isolation_level):
-            read, response = watched[1], watched[2]
+        if watched is not None and (watched[0].fetch_offset, watched[0].isolation_level) == (
+                read.fetch_offset, read.isolation_level):
+            read, response = watched
         else:
             response = await self._call(self._leader, "fetch", read)
             if sp is not self._sp:
@@ -489,8 +489,9 @@ class SharePartitionActor:
             if response.error_code:
                 self._high_watermark = -1  # read again from the next fetch offset
             elif response.batches:
-                self._high_watermark = response.last_stable_offset if watch.isolation_level else response.high_watermark
-                self._watched = (sp, watch, response)
+                self._high_watermark = readable_end(watch, response)
+                if sp is self._sp:  # not reloaded meanwhile (a load drops what was watched)
+                    self._watched = (watch, response)
         except KafkaError:
             self._high_watermark = -1
         self._notify()

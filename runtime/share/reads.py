@@ -23,7 +23,7 @@ from ..messages.topics import READ_COMMITTED, READ_UNCOMMITTED, FetchRequest, Fe
 from ..topics.isolation import filter_aborted
 from .partition import SharePartition
 
-__all__ = ["MAX_READ_BYTES", "LeaderRead", "read_request", "acquire_from_read"]
+__all__ = ["MAX_READ_BYTES", "LeaderRead", "read_request", "readable_end", "acquire_from_read"]
 
 MAX_READ_BYTES = 64 << 20
 
@@ -45,6 +45,12 @@ def read_request(sp: SharePartition, topic: str, partition: int, max_bytes: int,
                         max_records)
 
 
+def readable_end(request: FetchRequest, response: FetchResponse) -> int:
+    """How far the log goes for a read: the last stable offset under read_committed, else
+    the high watermark."""
+    return response.last_stable_offset if request.isolation_level == READ_COMMITTED else response.high_watermark
+
+
 def acquire_from_read(sp: SharePartition, member_id: str, request: FetchRequest, response: FetchResponse, *,
                       min_bytes: int, waiting: bool, max_records: int, batch_size: int | None,
                       share_acquire_mode: int, now_ms: int) -> LeaderRead:
@@ -57,7 +63,7 @@ def acquire_from_read(sp: SharePartition, member_id: str, request: FetchRequest,
     if response.error_code:
         raise KafkaError(Errors.for_code(response.error_code), getattr(response, "error_message", None))
     committed = request.isolation_level == READ_COMMITTED
-    end = response.last_stable_offset if committed else response.high_watermark
+    end = readable_end(request, response)
     size = sum(len(b.records) for b in response.batches)
     if not response.batches or (size < min_bytes and waiting):
         return LeaderRead(end=min(end, offset))
