@@ -57,6 +57,11 @@ DEFAULT_CONFIG: dict = {
 }
 
 
+def _clock_ms() -> float:
+    """The book's clock for acquisition locks: monotonic, as only durations are compared."""
+    return time.monotonic() * 1000
+
+
 @dataclass(frozen=True)
 class PollResult:
     records: list  # ShareChunk: the facade decodes them
@@ -184,7 +189,7 @@ class ShareConsumerActor(ClientActor):
             self._start_fetch(tp, a, timeout_ms)
         renewed = list(await asyncio.gather(*renewals))
         deadline = time.monotonic() + timeout_ms / 1000
-        while not self.book.has_records(self.membership.stamp()) and not renewed:
+        while not self.book.has_records(self.membership.stamp(), _clock_ms()) and not renewed:
             self._arrived.clear()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -195,7 +200,7 @@ class ShareConsumerActor(ClientActor):
                 break
             for tp in self.book.idle(self._fetchable):
                 self._start_fetch(tp, {}, max(int((deadline - time.monotonic()) * 1000), 0))
-        records = self.book.drain(max_records or self.s["max_poll_records"], self.membership.stamp())
+        records = self.book.drain(max_records or self.s["max_poll_records"], self.membership.stamp(), _clock_ms())
         return PollResult(records, renewed + self.book.take_results(), self.book.lock_timeout_ms)
 
     def _start_fetch(self, tp: TopicPartition, acks: dict, wait_ms: int) -> None:
@@ -207,7 +212,7 @@ class ShareConsumerActor(ClientActor):
         try:
             response = await self._sp_call(part, "share_fetch", request,
                                         timeout_s=request.max_wait_ms / 1000 + self.s["request_timeout_ms"] / 1000)
-            error = self.book.on_fetch_response(part, acks, response)
+            error = self.book.on_fetch_response(part, acks, response, _clock_ms())
         except KafkaError as e:
             error = self.book.on_fetch_failed(part, acks, e)
         finally:
@@ -270,6 +275,7 @@ class ShareConsumerActor(ClientActor):
         return {"member_id": self.membership.member_id, "member_epoch": self.membership.member_epoch,
                 "joins": self.membership.joins,
                 "assigned": sorted(self._fetchable), "buffered": self.book.buffered, "dropped": self.book.dropped,
+                "expired": self.book.expired,
                 "fetching": sorted(tp for tp, p in self.book.partitions.items() if p.fetching)}
 
 

@@ -13,11 +13,17 @@ object per record. A buffered record is handed out only in the membership it was
 (the member's stamp, `ShareMembershipManager.stamp`): once the group has lost the member, the
 SharePartitions gave what it held back (its delivery not counted), another member may hold
 the record with the same delivery count, so the book drops it unseen and unacknowledged.
+Nor is one handed out once its acquisition lock has run out while it waited in the buffer (a
+poll that came late, say because a commit waited for a restarting SharePartition): the
+SharePartition has taken it back, another member may hold it, and if this member's next fetch
+acquires it again, an acknowledgement of the stale copy would be taken for the new delivery.
+The book drops it unseen; it comes back with its next delivery. The lock began a little before
+the response came (by the response's own latency), so the book counts from the response.
 """
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from runtime.errors import Errors, KafkaError
 from runtime.messages.share import (AcknowledgePartition, AcknowledgeTopic, AcknowledgeType, ShareAcknowledgeRequest,
@@ -35,12 +41,15 @@ __all__ = ["FetchPartition", "Route", "ShareChunk", "ShareFetchBook", "records_o
 class ShareChunk:
     """Acquired records of one log batch: `ranges` are (first offset, last offset, delivery
     count), ascending, all inside the batch, whose entries are base_offset, base_offset + 1...
-    `membership`: the member's stamp when they were acquired."""
+    `membership`: the member's stamp when they were acquired. `lock_deadline_ms`: when their
+    acquisition lock runs out (the response's arrival plus the lock duration), on the clock the
+    book is given, or None when the SharePartition named no lock."""
     tp: TopicPartition
     base_offset: int
     payload: bytes
     ranges: tuple
     membership: int | None = None
+    lock_deadline_ms: float | None = None
 
     @property
     def count(self) -> int:
@@ -56,8 +65,7 @@ class ShareChunk:
             if take <= last - first:
                 tail.append((first + take, last, count))
             n -= take
-        return (ShareChunk(self.tp, self.base_offset, self.payload, tuple(head), self.membership),
-                ShareChunk(self.tp, self.base_offset, self.payload, tuple(tail), self.membership))
+        return (replace(self, ranges=tuple(head)), replace(self, ranges=tuple(tail)))
 
     def records(self) -> list[ConsumerRecord]:
         entries = decode_entries(self.payload, self.base_offset)
@@ -100,6 +108,7 @@ class ShareFetchBook:
         self.buffer: deque[ShareChunk] = deque()  # fetched records, not yet polled
         self.buffered = 0  # records in the buffer
         self.dropped = 0  # buffered records dropped because their membership ended
+        self.expired = 0  # buffered records dropped because their acquisition lock ran out
         self.results: list[AckResult] = []  # outcomes not yet reported to the user
         self.lock_timeout_ms = -1
 
@@ -164,9 +173,10 @@ class ShareFetchBook:
                 tp.partition, acknowledgement_batches(acks)),)),))
         return request, acks
 
-    def on_fetch_response(self, part: FetchPartition, acks: dict, response: ShareFetchResponse) -> Errors:
-        """Take in a fetch's response (`part` may have left the subscription meanwhile); the
-        error that refused it, or NONE."""
+    def on_fetch_response(self, part: FetchPartition, acks: dict, response: ShareFetchResponse,
+                          now_ms: float) -> Errors:
+        """Take in a fetch's response, arrived at `now_ms` (`part` may have left the
+        subscription meanwhile); the error that refused it, or NONE."""
         if response.error_code:
             # Refused as a whole (the group does not have this member): the acknowledgements
             # it carried were not applied.
@@ -180,7 +190,7 @@ class ShareFetchBook:
         if result.error_code:
             return Errors.for_code(result.error_code)
         self.lock_timeout_ms = response.acquisition_lock_timeout_ms
-        self._take(part, result)
+        self._take(part, result, now_ms)
         return Errors.NONE
 
     def on_fetch_failed(self, part: FetchPartition, acks: dict, error: KafkaError) -> Errors:
@@ -190,7 +200,7 @@ class ShareFetchBook:
             self.results.append(AckResult(part.tp, tuple(sorted(acks)), error))
         return error.error
 
-    def _take(self, part: FetchPartition, result) -> None:
+    def _take(self, part: FetchPartition, result, now_ms: float) -> None:
         """Buffer the acquired records with their delivery counts; offsets acquired without a
         record (control batches, compacted offsets) are acknowledged as GAP with the next send."""
         if not result.acquired_records:
@@ -198,12 +208,13 @@ class ShareFetchBook:
         # A batch's entries are its offsets from the base on, one each (decode_entries).
         batches = sorted((b.base_offset, b.last_offset, b.records) for b in result.records or ())
         acquired = [(a.first_offset, a.last_offset, a.delivery_count) for a in result.acquired_records]
+        deadline = now_ms + self.lock_timeout_ms if self.lock_timeout_ms > 0 else None
         covered = 0
         for base, last, payload in batches:
             ranges = tuple((max(first, base), min(end, last), count) for first, end, count in acquired
                            if first <= last and end >= base)
             if ranges:
-                chunk = ShareChunk(part.tp, base, payload, ranges, part.membership)
+                chunk = ShareChunk(part.tp, base, payload, ranges, part.membership, deadline)
                 self.buffer.append(chunk)
                 self.buffered += chunk.count
                 covered += chunk.count
@@ -244,25 +255,30 @@ class ShareFetchBook:
 
     # ------------------------------------------------------------------ handing out
 
-    def has_records(self, membership: int | None) -> bool:
-        """Whether a poll in `membership` would get records (those of an earlier one are dropped)."""
-        while self.buffer and self._stale(self.buffer[0], membership):
+    def has_records(self, membership: int | None, now_ms: float) -> bool:
+        """Whether a poll in `membership` at `now_ms` would get records (stale ones are dropped)."""
+        while self.buffer and self._stale(self.buffer[0], membership, now_ms):
             self.buffer.popleft()
         return bool(self.buffer)
 
-    def _stale(self, chunk: ShareChunk, membership: int | None) -> bool:
+    def _stale(self, chunk: ShareChunk, membership: int | None, now_ms: float) -> bool:
+        """Acquired in an earlier membership, or its lock ran out: counted, and no longer buffered."""
         if chunk.membership != membership:
-            self.buffered -= chunk.count
             self.dropped += chunk.count
-            return True
-        return False
+        elif chunk.lock_deadline_ms is not None and now_ms >= chunk.lock_deadline_ms:
+            self.expired += chunk.count
+        else:
+            return False
+        self.buffered -= chunk.count
+        return True
 
-    def drain(self, limit: int, membership: int | None) -> list[ShareChunk]:
-        """Up to `limit` records acquired in `membership`, in the order they came."""
+    def drain(self, limit: int, membership: int | None, now_ms: float) -> list[ShareChunk]:
+        """Up to `limit` records acquired in `membership` and still locked at `now_ms`, in the
+        order they came."""
         chunks = []
         while self.buffer and limit > 0:
             chunk = self.buffer.popleft()
-            if self._stale(chunk, membership):
+            if self._stale(chunk, membership, now_ms):
                 continue
             if chunk.count > limit:
                 chunk, rest = chunk.split(limit)

@@ -200,11 +200,11 @@ class ShareMember:
         for tp, acks in route.fetch.items():
             stamp = self.membership.stamp()
             request, acks = self.book.fetch_request(tp, acks, 0, stamp)
-            error = self.book.on_fetch_response(self.book.partitions[tp], acks, self.h.share_fetch(request))
+            error = self.book.on_fetch_response(self.book.partitions[tp], acks, self.h.share_fetch(request), self.h.now)
             self.membership.partition_refused(error, stamp)
         self.results += self.book.take_results()
         self.in_flight.settle(self.results)
-        return self.in_flight.deliver(records_of(self.book.drain(SETTINGS["max_poll_records"], self.membership.stamp())))
+        return self.in_flight.deliver(records_of(self.book.drain(SETTINGS["max_poll_records"], self.membership.stamp(), self.h.now)))
 
     def commit(self) -> list:
         for tp, acks in self.in_flight.take().items():

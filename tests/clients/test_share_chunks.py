@@ -19,12 +19,14 @@ def _batch(base: int, values: list[bytes]) -> FetchedBatch:
     return FetchedBatch(base, base + len(values) - 1, encode_records([(base + i, None, v, []) for i, v in enumerate(values)]))
 
 
-def _fetched(book: ShareFetchBook, batches, acquired, membership: int = 0) -> None:
+def _fetched(book: ShareFetchBook, batches, acquired, membership: int = 0, arrived_ms: float = 0,
+             lock_ms: int = 0) -> None:
     part = book.partitions[TP]
-    response = ShareFetchResponse(responses=(ShareFetchableTopicResponse("id", (ShareFetchResponsePartition(
-        0, records=tuple(batches), acquired_records=tuple(AcquiredRecords(*a) for a in acquired)),)),))
+    response = ShareFetchResponse(acquisition_lock_timeout_ms=lock_ms, responses=(ShareFetchableTopicResponse(
+        "id", (ShareFetchResponsePartition(0, records=tuple(batches),
+                                           acquired_records=tuple(AcquiredRecords(*a) for a in acquired)),)),))
     request, acks = book.fetch_request(TP, {}, 0, membership)
-    book.on_fetch_response(part, acks, response)
+    book.on_fetch_response(part, acks, response, arrived_ms)
 
 
 def _book() -> ShareFetchBook:
@@ -37,25 +39,25 @@ def test_polls_split_batches_and_keep_order_and_delivery_counts():
     book = _book()
     _fetched(book, [_batch(0, [b"a", b"b", b"c"]), _batch(3, [b"d", b"e"])], [(0, 1, 1), (2, 4, 3)])
     assert book.buffered == 5
-    first = records_of(book.drain(2, 0))
-    second = records_of(book.drain(2, 0))
-    third = records_of(book.drain(2, 0))
+    first = records_of(book.drain(2, 0, 0))
+    second = records_of(book.drain(2, 0, 0))
+    third = records_of(book.drain(2, 0, 0))
     assert [(r.offset, r.value, r.delivery_count) for r in first] == [(0, b"a", 1), (1, b"b", 1)]
     assert [(r.offset, r.value, r.delivery_count) for r in second] == [(2, b"c", 3), (3, b"d", 3)]
     assert [(r.offset, r.value, r.delivery_count) for r in third] == [(4, b"e", 3)]
-    assert book.buffered == 0 and book.drain(2, 0) == []
+    assert book.buffered == 0 and book.drain(2, 0, 0) == []
 
 
 def test_only_acquired_offsets_of_a_batch_are_handed_out():
     book = _book()
     _fetched(book, [_batch(0, [b"a", b"b", b"c", b"d"])], [(1, 2, 2)])
-    assert [(r.offset, r.value) for r in records_of(book.drain(10, 0))] == [(1, b"b"), (2, b"c")]
+    assert [(r.offset, r.value) for r in records_of(book.drain(10, 0, 0))] == [(1, b"b"), (2, b"c")]
 
 
 def test_acquired_offsets_without_a_record_are_acknowledged_as_gaps():
     book = _book()
     _fetched(book, [_batch(0, [b"a"]), _batch(3, [b"d"])], [(0, 3, 1)])
-    assert [r.offset for r in records_of(book.drain(10, 0))] == [0, 3]
+    assert [r.offset for r in records_of(book.drain(10, 0, 0))] == [0, 3]
     request, acks = book.fetch_request(TP, {0: AcknowledgeType.ACCEPT, 3: AcknowledgeType.ACCEPT}, 0, 0)
     assert acks == {0: AcknowledgeType.ACCEPT, 1: AcknowledgeType.GAP, 2: AcknowledgeType.GAP,
                     3: AcknowledgeType.ACCEPT}
@@ -67,14 +69,35 @@ def test_records_of_an_earlier_membership_are_never_handed_out():
     member may hold those records with the same delivery count, so the buffer drops them."""
     book = _book()
     _fetched(book, [_batch(0, [b"a", b"b", b"c"])], [(0, 2, 1)], membership=1)
-    assert [r.offset for r in records_of(book.drain(1, 1))] == [0]
-    assert book.has_records(1)
-    assert not book.has_records(None) and book.buffered == 0 and book.dropped == 2  # fenced
+    assert [r.offset for r in records_of(book.drain(1, 1, 0))] == [0]
+    assert book.has_records(1, 0)
+    assert not book.has_records(None, 0) and book.buffered == 0 and book.dropped == 2  # fenced
 
 
 def test_a_stale_batch_is_skipped_and_later_ones_still_handed_out():
     book = _book()
     _fetched(book, [_batch(0, [b"a"])], [(0, 0, 1)], membership=1)
     _fetched(book, [_batch(1, [b"b"])], [(1, 1, 1)], membership=2)
-    assert [r.offset for r in records_of(book.drain(10, 2))] == [1]
+    assert [r.offset for r in records_of(book.drain(10, 2, 0))] == [1]
     assert book.dropped == 1 and book.buffered == 0
+
+
+def test_records_whose_lock_ran_out_in_the_buffer_are_never_handed_out():
+    """Once the lock the response named has run out, the records may be another member's: a
+    poll that comes that late drops them unseen (they come back with their next delivery)."""
+    book = _book()
+    _fetched(book, [_batch(0, [b"a", b"b"])], [(0, 1, 1)], arrived_ms=1000, lock_ms=500)
+    _fetched(book, [_batch(2, [b"c"])], [(2, 2, 1)], arrived_ms=1200, lock_ms=500)
+    assert [r.offset for r in records_of(book.drain(1, 0, 1499))] == [0]  # still locked
+    assert book.has_records(0, 1500)  # offset 1 ran out; offset 2 is locked until 1700
+    assert book.expired == 1 and book.buffered == 1
+    assert [r.offset for r in records_of(book.drain(10, 0, 1500))] == [2]
+    _fetched(book, [_batch(3, [b"d"])], [(3, 3, 1)], arrived_ms=2000, lock_ms=500)
+    assert book.drain(10, 0, 2500) == [] and not book.has_records(0, 2500)
+    assert book.expired == 2 and book.buffered == 0 and book.dropped == 0
+
+
+def test_without_a_lock_duration_records_wait_in_the_buffer():
+    book = _book()
+    _fetched(book, [_batch(0, [b"a"])], [(0, 0, 1)], arrived_ms=0, lock_ms=0)
+    assert [r.offset for r in records_of(book.drain(10, 0, 10 ** 9))] == [0]

@@ -63,6 +63,37 @@ def test_records_of_a_killed_consumer_come_back_after_the_lock(cluster):
     assert start_offset(cluster, "g-kill", "f-kill") == 5
 
 
+def test_records_whose_lock_ran_out_in_the_consumer_buffer_are_never_handed_out(cluster):
+    """A poll hands out one partition's records while the other's wait in the consumer's
+    buffer, and the next poll comes only after their lock ran out. They went back to the share
+    group meanwhile, so that poll drops them unseen and hands them out with their next delivery,
+    acknowledged once."""
+    cluster.create_topic("f-late", 2)
+    produce(cluster, "f-late", 10, partitions=2)
+    c = cluster.share_consumer("g-late", share_acknowledgement_mode="explicit", max_poll_records=5, **FAST)
+    c.subscribe("f-late")
+    first = poll_records(c, 1)
+    assert len(first) == 5 and {r.delivery_count for r in first} == {1}
+    (handed,) = {r.partition for r in first}
+    waiting = 1 - handed
+    for r in first:
+        c.acknowledge(r)
+    assert set(c.commit_sync().values()) == {None}
+    wait_until(lambda: c._call("state")["buffered"] == 5, message="the other partition's records buffered")
+    sp = ray.get_actor(naming.share_partition("g-late", "f-late", waiting), namespace=cluster.namespace)
+
+    def lock_ran_out():
+        states = ray.get(sp.record_states.remote())
+        return all(states[o][:2] == ("AVAILABLE", 1) for o in range(5))
+    wait_until(lock_ran_out, timeout_s=LOCK_MS / 1000 + 30, message="the buffered records' lock ran out")
+    again = poll_records(c, 5, acknowledge=True)
+    assert sorted((r.partition, r.offset, r.delivery_count) for r in again) == [(waiting, o, 2) for o in range(5)]
+    assert set(c.commit_sync().values()) == {None}
+    assert c._call("state")["expired"] == 5
+    c.close()
+    assert start_offset(cluster, "g-late", "f-late", waiting) == 5
+
+
 def test_share_partition_and_coordinator_killed_with_records_in_flight(cluster):
     cluster.create_topic("f-crash", 1)
     produce(cluster, "f-crash", 10)
