@@ -181,7 +181,7 @@ class ShareConsumerActor(ClientActor):
         records. Acknowledgements holding a RENEW are answered in this result."""
         if self._arrived is None:
             self._arrived = asyncio.Event()
-        route = self.book.route(acks, self._fetchable)
+        route = self.book.route(self.book.screen(acks, _clock_ms()), self._fetchable)
         renewals = [self._acknowledge(tp, a) for tp, a in route.renew.items()]
         for tp, a in route.alone.items():
             self._spawn(self._acknowledge_later(tp, a))
@@ -234,7 +234,7 @@ class ShareConsumerActor(ClientActor):
                                         timeout_s=self.s["request_timeout_ms"] / 1000)
         except KafkaError as e:
             response = e
-        result = self.book.acknowledge_outcome(tp, acks, response)
+        result = self.book.acknowledge_outcome(tp, acks, response, _clock_ms())
         if result.error is not None:
             self._refused(result.error.error, stamp)
         return result
@@ -247,6 +247,7 @@ class ShareConsumerActor(ClientActor):
     async def commit(self, acks: dict) -> list[AckResult]:
         """Send `acks` now, each partition on its own, and return their results together with
         those of earlier sends that came back meanwhile."""
+        acks = self.book.screen(acks, _clock_ms())
         sent = await asyncio.gather(*(self._acknowledge(tp, a) for tp, a in acks.items()))
         return self.book.take_results() + list(sent)
 

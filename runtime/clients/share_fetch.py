@@ -17,8 +17,11 @@ Nor is one handed out once its acquisition lock has run out while it waited in t
 poll that came late, say because a commit waited for a restarting SharePartition): the
 SharePartition has taken it back, another member may hold it, and if this member's next fetch
 acquires it again, an acknowledgement of the stale copy would be taken for the new delivery.
-The book drops it unseen; it comes back with its next delivery. The lock began a little before
-the response came (by the response's own latency), so the book counts from the response.
+The book drops it unseen; it comes back with its next delivery. For the same reason an
+acknowledgement of a handed-out record whose lock has run out is not sent: the book answers it
+INVALID_RECORD_STATE, as the SharePartition does unless this member acquired the record again.
+The lock began a little before the response came (by the response's own latency), so the book
+counts from the response.
 """
 from __future__ import annotations
 
@@ -109,6 +112,8 @@ class ShareFetchBook:
         self.buffered = 0  # records in the buffer
         self.dropped = 0  # buffered records dropped because their membership ended
         self.expired = 0  # buffered records dropped because their acquisition lock ran out
+        # Handed-out records not yet acknowledged: {offset: when its acquisition lock runs out}.
+        self.locked: dict[TopicPartition, dict[int, float]] = {}
         self.results: list[AckResult] = []  # outcomes not yet reported to the user
         self.lock_timeout_ms = -1
 
@@ -121,6 +126,8 @@ class ShareFetchBook:
             wanted[tp] = self.partitions.get(tp) or FetchPartition(tp, topic_id)
         dropped = [p for tp, p in self.partitions.items() if tp not in wanted]
         self.partitions = wanted
+        for p in dropped:
+            self.locked.pop(p.tp, None)
         return dropped
 
     # ------------------------------------------------------------------ deciding
@@ -240,10 +247,10 @@ class ShareFetchBook:
             Errors.UNKNOWN_TOPIC_OR_PARTITION, f"{tp} is not in the subscription"),
             AcknowledgeType.RENEW in acks.values())
 
-    @staticmethod
-    def acknowledge_outcome(tp: TopicPartition, acks: dict,
-                            response: ShareAcknowledgeResponse | KafkaError) -> AckResult:
-        """A ShareAcknowledge's response (or the error that lost it) as the partition's outcome."""
+    def acknowledge_outcome(self, tp: TopicPartition, acks: dict, response: ShareAcknowledgeResponse | KafkaError,
+                            now_ms: float) -> AckResult:
+        """A ShareAcknowledge's response (or the error that lost it), arrived at `now_ms`, as
+        the partition's outcome. A renewal that held restarted the records' locks."""
         if isinstance(response, KafkaError):
             error = response
         elif response.error_code:  # refused as a whole
@@ -251,7 +258,40 @@ class ShareFetchBook:
         else:
             (result,) = response.responses[0].partitions
             error = _error(result.error_code, result.error_message)
-        return AckResult(tp, tuple(sorted(acks)), error, AcknowledgeType.RENEW in acks.values())
+        renewed = [o for o, t in acks.items() if t == AcknowledgeType.RENEW]
+        locked = self.locked.get(tp)
+        if renewed and locked is not None:
+            lock_ms = -1 if isinstance(response, KafkaError) else response.acquisition_lock_timeout_ms
+            for offset in renewed:
+                if error is None and lock_ms > 0 and offset in locked:
+                    locked[offset] = now_ms + lock_ms
+                else:
+                    locked.pop(offset, None)
+        return AckResult(tp, tuple(sorted(acks)), error, bool(renewed))
+
+    def screen(self, acks: dict, now_ms: float) -> dict:
+        """The acknowledgements ({TopicPartition: {offset: type}}) worth sending at `now_ms`:
+        those of handed-out records whose lock has run out are answered here instead, with
+        INVALID_RECORD_STATE (their outcome joins `results`)."""
+        out = {}
+        for tp, a in acks.items():
+            locked = self.locked.get(tp)
+            late = set()
+            if locked:
+                for offset, ack_type in a.items():
+                    # A RENEW keeps its record locked here until its outcome is known.
+                    deadline = locked.get(offset) if ack_type == AcknowledgeType.RENEW else locked.pop(offset, None)
+                    if deadline is not None and now_ms >= deadline:
+                        late.add(offset)
+                        locked.pop(offset, None)
+            if late:
+                self.results.append(AckResult(tp, tuple(sorted(late)), KafkaError(
+                    Errors.INVALID_RECORD_STATE, f"the acquisition lock of {len(late)} records of {tp} ran out "
+                    "before they were acknowledged"), any(a[o] == AcknowledgeType.RENEW for o in late)))
+                a = {o: t for o, t in a.items() if o not in late}
+            if a:
+                out[tp] = a
+        return out
 
     # ------------------------------------------------------------------ handing out
 
@@ -286,11 +326,16 @@ class ShareFetchBook:
             chunks.append(chunk)
             limit -= chunk.count
             self.buffered -= chunk.count
+            if chunk.lock_deadline_ms is not None:
+                locked = self.locked.setdefault(chunk.tp, {})
+                for first, last, _ in chunk.ranges:
+                    locked.update(dict.fromkeys(range(first, last + 1), chunk.lock_deadline_ms))
         return chunks
 
     def clear(self) -> None:
         self.buffer.clear()
         self.buffered = 0
+        self.locked.clear()
 
     def take_results(self) -> list[AckResult]:
         results, self.results = self.results, []

@@ -146,7 +146,8 @@ class ShareClientHarness:
             return ShareAcknowledgeResponse(error_code=Errors.UNKNOWN_MEMBER_ID.code)
         tp, part = self._partition(request.topics)
         error = self._acknowledge(tp, request.member_id, part.acknowledgement_batches)
-        return ShareAcknowledgeResponse(responses=(ShareAcknowledgeTopicResponse(self.topic_ids[tp.topic], (
+        return ShareAcknowledgeResponse(acquisition_lock_timeout_ms=self.partitions[tp].record_lock_duration_ms,
+                                        responses=(ShareAcknowledgeTopicResponse(self.topic_ids[tp.topic], (
             ShareAcknowledgeResponsePartition(tp.partition, error.error.code if error else 0),)),))
 
 
@@ -194,7 +195,7 @@ class ShareMember:
     def poll(self) -> list:
         """Send what the user acknowledged, fetch every fetchable partition once, hand out."""
         self.in_flight.raise_if_unacknowledged()
-        route = self.book.route(self.in_flight.take(), self.fetchable)
+        route = self.book.route(self.book.screen(self.in_flight.take(), self.h.now), self.fetchable)
         for tp, acks in {**route.renew, **route.alone}.items():
             self.results.append(self._acknowledge(tp, acks))
         for tp, acks in route.fetch.items():
@@ -207,8 +208,9 @@ class ShareMember:
         return self.in_flight.deliver(records_of(self.book.drain(SETTINGS["max_poll_records"], self.membership.stamp(), self.h.now)))
 
     def commit(self) -> list:
-        for tp, acks in self.in_flight.take().items():
+        for tp, acks in self.book.screen(self.in_flight.take(), self.h.now).items():
             self.results.append(self._acknowledge(tp, acks))
+        self.results += self.book.take_results()
         self.in_flight.settle(self.results)
         results, self.results = self.results, []
         return results
@@ -219,7 +221,7 @@ class ShareMember:
         if part is None:
             return self.book.acknowledge_refused(tp, acks)
         request, acks = self.book.acknowledge_request(part, acks)
-        result = self.book.acknowledge_outcome(tp, acks, self.h.share_acknowledge(request))
+        result = self.book.acknowledge_outcome(tp, acks, self.h.share_acknowledge(request), self.h.now)
         if result.error is not None:
             self.membership.partition_refused(result.error.error, stamp)
         return result

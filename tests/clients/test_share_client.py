@@ -101,6 +101,44 @@ def test_a_lock_that_times_out_gives_the_record_to_another_member(tmp_path):
     assert offsets(other.poll()) == [(0, 2)]
 
 
+def test_an_acknowledgement_after_the_lock_ran_out_is_not_taken_for_a_new_delivery(tmp_path):
+    """The user holds records past their lock, and meanwhile this member's fetch (one under way
+    when the lock ran out) acquired them again: the SharePartition cannot tell the stale
+    acknowledgement from one of the new delivery, so the client answers it itself,
+    INVALID_RECORD_STATE, and the new delivery is acknowledged on its own."""
+    h, (a,) = started(tmp_path)
+    h.produce(T0, b"0", b"1")
+    held = a.poll()
+    h.advance(LOCK_MS + 1)
+    request, acks = a.book.fetch_request(T0, {}, 0, a.membership.stamp())
+    a.book.on_fetch_response(a.book.partitions[T0], acks, h.share_fetch(request), h.now)
+    for r in held:
+        a.in_flight.acknowledge(r)
+    [result] = a.commit()
+    assert (result.offsets, result.error.error) == ((0, 1), Errors.INVALID_RECORD_STATE)
+    assert {o: s[:3] for o, s in h.partitions[T0].record_states().items()} == {
+        0: (RecordState.ACQUIRED, 2, "a"), 1: (RecordState.ACQUIRED, 2, "a")}
+    again = a.poll()
+    assert offsets(again) == [(0, 2), (1, 2)]
+    for r in again:
+        a.in_flight.acknowledge(r)
+    assert [r.error for r in a.commit()] == [None]
+    assert h.partitions[T0].start_offset == 2
+
+
+def test_a_renewal_restarts_the_lock_the_client_counts(tmp_path):
+    h, (a,) = started(tmp_path)
+    h.produce(T0, b"0")
+    (r,) = a.poll()
+    h.advance(LOCK_MS - 1000)
+    a.in_flight.acknowledge(r, T.RENEW)
+    (again,) = a.poll()
+    h.advance(2000)  # past the first lock, not the renewed one
+    a.in_flight.acknowledge(again)
+    assert [(r.offsets, r.renewed, r.error) for r in a.commit()] == [((0,), True, None), ((0,), False, None)]
+    assert h.partitions[T0].start_offset == 1
+
+
 def test_acknowledgements_for_a_partition_no_fetch_can_carry_go_alone(tmp_path):
     h, (a,) = started(tmp_path)
     h.produce(T0, b"0")
