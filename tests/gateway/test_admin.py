@@ -256,7 +256,11 @@ def test_topics_deleted_by_each_admin_client(cluster, bootstrap, kadmin, cadmin)
     assert not set(kadmin.list_topics()) & {"doomed-c", "doomed-k", "doomed-a"}
     # A topic of the same name starts empty.
     cluster.create_topic("doomed-c", 1)
-    low, high = KafkaConsumer(bootstrap_servers=bootstrap).end_offsets([TopicPartition("doomed-c", 0)]).popitem()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        low, high = consumer.end_offsets([TopicPartition("doomed-c", 0)]).popitem()
+    finally:
+        consumer.close()
     assert high == 0
 
 
