@@ -189,7 +189,7 @@ class ShareConsumerActor(ClientActor):
             self._start_fetch(tp, a, timeout_ms)
         renewed = list(await asyncio.gather(*renewals))
         deadline = time.monotonic() + timeout_ms / 1000
-        while not self.book.has_records(self.membership.stamp(), _clock_ms()) and not renewed:
+        while not self.book.has_records(self.membership.stamp()) and not renewed:
             self._arrived.clear()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -200,7 +200,7 @@ class ShareConsumerActor(ClientActor):
                 break
             for tp in self.book.idle(self._fetchable):
                 self._start_fetch(tp, {}, max(int((deadline - time.monotonic()) * 1000), 0))
-        records = self.book.drain(max_records or self.s["max_poll_records"], self.membership.stamp(), _clock_ms())
+        records = self.book.drain(max_records or self.s["max_poll_records"], self.membership.stamp())
         return PollResult(records, renewed + self.book.take_results(), self.book.lock_timeout_ms)
 
     def _start_fetch(self, tp: TopicPartition, acks: dict, wait_ms: int) -> None:
@@ -276,7 +276,6 @@ class ShareConsumerActor(ClientActor):
         return {"member_id": self.membership.member_id, "member_epoch": self.membership.member_epoch,
                 "joins": self.membership.joins,
                 "assigned": sorted(self._fetchable), "buffered": self.book.buffered, "dropped": self.book.dropped,
-                "expired": self.book.expired,
                 "fetching": sorted(tp for tp, p in self.book.partitions.items() if p.fetching)}
 
 

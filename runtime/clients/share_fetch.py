@@ -13,15 +13,15 @@ object per record. A buffered record is handed out only in the membership it was
 (the member's stamp, `ShareMembershipManager.stamp`): once the group has lost the member, the
 SharePartitions gave what it held back (its delivery not counted), another member may hold
 the record with the same delivery count, so the book drops it unseen and unacknowledged.
-Nor is one handed out once its acquisition lock has run out while it waited in the buffer (a
-poll that came late, say because a commit waited for a restarting SharePartition): the
-SharePartition has taken it back, another member may hold it, and if this member's next fetch
-acquires it again, an acknowledgement of the stale copy would be taken for the new delivery.
-The book drops it unseen; it comes back with its next delivery. For the same reason an
-acknowledgement of a handed-out record whose lock has run out is not sent: the book answers it
-INVALID_RECORD_STATE, as the SharePartition does unless this member acquired the record again.
-The lock began a little before the response came (by the response's own latency), so the book
-counts from the response.
+
+The book counts each record's acquisition lock from the response that brought it (the lock
+began a little before, by the response's own latency). An acknowledgement of a handed-out
+record whose lock has run out is not sent: the book answers it INVALID_RECORD_STATE, as the
+SharePartition does, unless this member's fetch acquired the record again meanwhile; then
+the SharePartition would take the stale acknowledgement for the new delivery (Kafka's
+acknowledgements name offsets, not deliveries). A record whose lock ran out while it waited
+in the buffer is still handed out, as Kafka's consumer does: the user may process it, and
+learns from the acknowledgement's outcome that the delivery had ended.
 """
 from __future__ import annotations
 
@@ -111,7 +111,6 @@ class ShareFetchBook:
         self.buffer: deque[ShareChunk] = deque()  # fetched records, not yet polled
         self.buffered = 0  # records in the buffer
         self.dropped = 0  # buffered records dropped because their membership ended
-        self.expired = 0  # buffered records dropped because their acquisition lock ran out
         # Handed-out records not yet acknowledged: {offset: when its acquisition lock runs out}.
         self.locked: dict[TopicPartition, dict[int, float]] = {}
         self.results: list[AckResult] = []  # outcomes not yet reported to the user
@@ -295,30 +294,26 @@ class ShareFetchBook:
 
     # ------------------------------------------------------------------ handing out
 
-    def has_records(self, membership: int | None, now_ms: float) -> bool:
-        """Whether a poll in `membership` at `now_ms` would get records (stale ones are dropped)."""
-        while self.buffer and self._stale(self.buffer[0], membership, now_ms):
+    def has_records(self, membership: int | None) -> bool:
+        """Whether a poll in `membership` would get records (those of an earlier one are dropped)."""
+        while self.buffer and self._stale(self.buffer[0], membership):
             self.buffer.popleft()
         return bool(self.buffer)
 
-    def _stale(self, chunk: ShareChunk, membership: int | None, now_ms: float) -> bool:
-        """Acquired in an earlier membership, or its lock ran out: counted, and no longer buffered."""
+    def _stale(self, chunk: ShareChunk, membership: int | None) -> bool:
         if chunk.membership != membership:
+            self.buffered -= chunk.count
             self.dropped += chunk.count
-        elif chunk.lock_deadline_ms is not None and now_ms >= chunk.lock_deadline_ms:
-            self.expired += chunk.count
-        else:
-            return False
-        self.buffered -= chunk.count
-        return True
+            return True
+        return False
 
-    def drain(self, limit: int, membership: int | None, now_ms: float) -> list[ShareChunk]:
-        """Up to `limit` records acquired in `membership` and still locked at `now_ms`, in the
-        order they came."""
+    def drain(self, limit: int, membership: int | None) -> list[ShareChunk]:
+        """Up to `limit` records acquired in `membership`, in the order they came (handed out:
+        their lock deadlines go into `locked`)."""
         chunks = []
         while self.buffer and limit > 0:
             chunk = self.buffer.popleft()
-            if self._stale(chunk, membership, now_ms):
+            if self._stale(chunk, membership):
                 continue
             if chunk.count > limit:
                 chunk, rest = chunk.split(limit)

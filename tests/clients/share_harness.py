@@ -205,7 +205,7 @@ class ShareMember:
             self.membership.partition_refused(error, stamp)
         self.results += self.book.take_results()
         self.in_flight.settle(self.results)
-        return self.in_flight.deliver(records_of(self.book.drain(SETTINGS["max_poll_records"], self.membership.stamp(), self.h.now)))
+        return self.in_flight.deliver(records_of(self.book.drain(SETTINGS["max_poll_records"], self.membership.stamp())))
 
     def commit(self) -> list:
         for tp, acks in self.book.screen(self.in_flight.take(), self.h.now).items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from runtime.clients.share_fetch import ShareFetchBook, records_of
 from runtime.clients.types import TopicPartition
+from runtime.errors import Errors
 from runtime.messages.share import (AcknowledgeType, AcquiredRecords, ShareFetchableTopicResponse,
                                     ShareFetchResponse, ShareFetchResponsePartition)
 from runtime.messages.topics import FetchedBatch
@@ -39,25 +40,25 @@ def test_polls_split_batches_and_keep_order_and_delivery_counts():
     book = _book()
     _fetched(book, [_batch(0, [b"a", b"b", b"c"]), _batch(3, [b"d", b"e"])], [(0, 1, 1), (2, 4, 3)])
     assert book.buffered == 5
-    first = records_of(book.drain(2, 0, 0))
-    second = records_of(book.drain(2, 0, 0))
-    third = records_of(book.drain(2, 0, 0))
+    first = records_of(book.drain(2, 0))
+    second = records_of(book.drain(2, 0))
+    third = records_of(book.drain(2, 0))
     assert [(r.offset, r.value, r.delivery_count) for r in first] == [(0, b"a", 1), (1, b"b", 1)]
     assert [(r.offset, r.value, r.delivery_count) for r in second] == [(2, b"c", 3), (3, b"d", 3)]
     assert [(r.offset, r.value, r.delivery_count) for r in third] == [(4, b"e", 3)]
-    assert book.buffered == 0 and book.drain(2, 0, 0) == []
+    assert book.buffered == 0 and book.drain(2, 0) == []
 
 
 def test_only_acquired_offsets_of_a_batch_are_handed_out():
     book = _book()
     _fetched(book, [_batch(0, [b"a", b"b", b"c", b"d"])], [(1, 2, 2)])
-    assert [(r.offset, r.value) for r in records_of(book.drain(10, 0, 0))] == [(1, b"b"), (2, b"c")]
+    assert [(r.offset, r.value) for r in records_of(book.drain(10, 0))] == [(1, b"b"), (2, b"c")]
 
 
 def test_acquired_offsets_without_a_record_are_acknowledged_as_gaps():
     book = _book()
     _fetched(book, [_batch(0, [b"a"]), _batch(3, [b"d"])], [(0, 3, 1)])
-    assert [r.offset for r in records_of(book.drain(10, 0, 0))] == [0, 3]
+    assert [r.offset for r in records_of(book.drain(10, 0))] == [0, 3]
     request, acks = book.fetch_request(TP, {0: AcknowledgeType.ACCEPT, 3: AcknowledgeType.ACCEPT}, 0, 0)
     assert acks == {0: AcknowledgeType.ACCEPT, 1: AcknowledgeType.GAP, 2: AcknowledgeType.GAP,
                     3: AcknowledgeType.ACCEPT}
@@ -69,35 +70,29 @@ def test_records_of_an_earlier_membership_are_never_handed_out():
     member may hold those records with the same delivery count, so the buffer drops them."""
     book = _book()
     _fetched(book, [_batch(0, [b"a", b"b", b"c"])], [(0, 2, 1)], membership=1)
-    assert [r.offset for r in records_of(book.drain(1, 1, 0))] == [0]
-    assert book.has_records(1, 0)
-    assert not book.has_records(None, 0) and book.buffered == 0 and book.dropped == 2  # fenced
+    assert [r.offset for r in records_of(book.drain(1, 1))] == [0]
+    assert book.has_records(1)
+    assert not book.has_records(None) and book.buffered == 0 and book.dropped == 2  # fenced
 
 
 def test_a_stale_batch_is_skipped_and_later_ones_still_handed_out():
     book = _book()
     _fetched(book, [_batch(0, [b"a"])], [(0, 0, 1)], membership=1)
     _fetched(book, [_batch(1, [b"b"])], [(1, 1, 1)], membership=2)
-    assert [r.offset for r in records_of(book.drain(10, 2, 0))] == [1]
+    assert [r.offset for r in records_of(book.drain(10, 2))] == [1]
     assert book.dropped == 1 and book.buffered == 0
 
 
-def test_records_whose_lock_ran_out_in_the_buffer_are_never_handed_out():
-    """Once the lock the response named has run out, the records may be another member's: a
-    poll that comes that late drops them unseen (they come back with their next delivery)."""
+def test_an_acknowledgement_after_the_lock_ran_out_is_answered_here_and_not_sent():
+    """Once the lock the response named has run out, this member's next fetch may have
+    acquired the record again, and the SharePartition would take the stale acknowledgement for
+    the new delivery: the book answers it INVALID_RECORD_STATE instead."""
     book = _book()
-    _fetched(book, [_batch(0, [b"a", b"b"])], [(0, 1, 1)], arrived_ms=1000, lock_ms=500)
-    _fetched(book, [_batch(2, [b"c"])], [(2, 2, 1)], arrived_ms=1200, lock_ms=500)
-    assert [r.offset for r in records_of(book.drain(1, 0, 1499))] == [0]  # still locked
-    assert book.has_records(0, 1500)  # offset 1 ran out; offset 2 is locked until 1700
-    assert book.expired == 1 and book.buffered == 1
-    assert [r.offset for r in records_of(book.drain(10, 0, 1500))] == [2]
-    _fetched(book, [_batch(3, [b"d"])], [(3, 3, 1)], arrived_ms=2000, lock_ms=500)
-    assert book.drain(10, 0, 2500) == [] and not book.has_records(0, 2500)
-    assert book.expired == 2 and book.buffered == 0 and book.dropped == 0
-
-
-def test_without_a_lock_duration_records_wait_in_the_buffer():
-    book = _book()
-    _fetched(book, [_batch(0, [b"a"])], [(0, 0, 1)], arrived_ms=0, lock_ms=0)
-    assert [r.offset for r in records_of(book.drain(10, 0, 10 ** 9))] == [0]
+    _fetched(book, [_batch(0, [b"a", b"b", b"c"])], [(0, 2, 1)], arrived_ms=1000, lock_ms=500)
+    assert [r.offset for r in records_of(book.drain(10, 0))] == [0, 1, 2]  # handed out, even late
+    assert book.screen({TP: {0: AcknowledgeType.ACCEPT}}, 1499) == {TP: {0: AcknowledgeType.ACCEPT}}
+    assert book.screen({TP: {1: AcknowledgeType.ACCEPT, 2: AcknowledgeType.REJECT, 7: AcknowledgeType.ACCEPT}},
+                       1500) == {TP: {7: AcknowledgeType.ACCEPT}}  # 7 was never handed out: the SharePartition judges
+    [refused] = book.take_results()
+    assert (refused.partition, refused.offsets, refused.error.error) == (TP, (1, 2), Errors.INVALID_RECORD_STATE)
+    assert book.locked == {TP: {}}

@@ -5,7 +5,8 @@ import random
 
 import ray
 
-from actors import AcknowledgeType, naming
+from actors import AcknowledgeType, TopicPartition, naming
+from runtime.errors import Errors
 from tests.conftest import wait_until
 
 LOCK_MS = 1500
@@ -63,11 +64,11 @@ def test_records_of_a_killed_consumer_come_back_after_the_lock(cluster):
     assert start_offset(cluster, "g-kill", "f-kill") == 5
 
 
-def test_records_whose_lock_ran_out_in_the_consumer_buffer_are_never_handed_out(cluster):
+def test_an_acknowledgement_after_the_lock_ran_out_is_refused_and_the_next_delivery_holds(cluster):
     """A poll hands out one partition's records while the other's wait in the consumer's
-    buffer, and the next poll comes only after their lock ran out. They went back to the share
-    group meanwhile, so that poll drops them unseen and hands them out with their next delivery,
-    acknowledged once."""
+    buffer, and the next poll comes only after their lock ran out. That poll hands them out (as
+    Kafka's consumer does); their acknowledgements are refused, INVALID_RECORD_STATE, without
+    being taken for the records' next delivery to this member, which is acknowledged once."""
     cluster.create_topic("f-late", 2)
     produce(cluster, "f-late", 10, partitions=2)
     c = cluster.share_consumer("g-late", share_acknowledgement_mode="explicit", max_poll_records=5, **FAST)
@@ -86,10 +87,13 @@ def test_records_whose_lock_ran_out_in_the_consumer_buffer_are_never_handed_out(
         states = ray.get(sp.record_states.remote())
         return all(states[o][:2] == ("AVAILABLE", 1) for o in range(5))
     wait_until(lock_ran_out, timeout_s=LOCK_MS / 1000 + 30, message="the buffered records' lock ran out")
+    stale = poll_records(c, 5, acknowledge=True)
+    assert sorted((r.partition, r.offset, r.delivery_count) for r in stale) == [(waiting, o, 1) for o in range(5)]
+    tp = TopicPartition("f-late", waiting)
+    assert c.commit_sync()[tp].error is Errors.INVALID_RECORD_STATE
     again = poll_records(c, 5, acknowledge=True)
     assert sorted((r.partition, r.offset, r.delivery_count) for r in again) == [(waiting, o, 2) for o in range(5)]
-    assert set(c.commit_sync().values()) == {None}
-    assert c._call("state")["expired"] == 5
+    assert c.commit_sync() == {tp: None}
     c.close()
     assert start_offset(cluster, "g-late", "f-late", waiting) == 5
 

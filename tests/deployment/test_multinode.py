@@ -266,8 +266,8 @@ def test_a_worker_node_dies_under_load(nodes, tmp_path):
         assert len(txn_values) == len(set(txn_values)), "a transaction's record appears twice"
         assert not unsettled, f"commit_transaction returned before its sends were answered: {unsettled}"
         # A commit that waited for the restarting SharePartition of partition 0 kept the other
-        # partition's buffered records past their lock: the consumer drops them unseen (the
-        # SharePartition took them back), so no stale copy is acknowledged again.
+        # partition's buffered records past their lock: the consumer refuses the acknowledgement
+        # of such a stale copy itself, so it is never taken for the records' next delivery.
         assert not twice, (f"acknowledged twice: {len(twice)} {[(k, share_seen.get(k), seen_at.get(k)) for k in twice[:3]]}"
                            f"; SharePartitions (pid, epoch) before {partitions_before}, after {partitions_after}"
                            f"; consumer joins {membership['joins']}, dropped {membership['dropped']}, "
