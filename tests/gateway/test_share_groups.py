@@ -273,7 +273,10 @@ def test_a_mixed_group_under_random_kills_accepts_every_record_once(cluster, boo
                 procs[victim].wait()
                 procs[victim] = start(victim + 10 * (i // 50))
         p.flush()
-
+        # The workers last replaced take seconds to start and join: the shoal consumer waits
+        # until one of them has accepted a record, lest it drain the queue alone.
+        wait_until(lambda: any(who.startswith("kafka") for who, _, _ in list(accepted)), timeout_s=120,
+                   message="a Kafka worker accepting a record")
         shoal_assigned = set()
 
         def step():
