@@ -5,14 +5,23 @@ request.
 Calls are gathered per (actor name, method). The first one opens a batch that leaves at the
 end of the current event-loop turn, so whatever arrives in that turn joins it; while a
 batch is out, everything that arrives waits for it to come back and then leaves as the next
-batch. The far side is `ShardHost.batched(method, calls)`, which runs the calls in one turn
-of the coordinator and answers each apart: every call keeps its own answer and its own
-error. A failure of the Ray call itself (the actor away) fails every call of that batch.
+batch. The far side is the actor's `batched(method, calls)` (`run_batched` below), which
+starts the calls in one turn of its loop, in the order they were gathered, and answers each
+apart: every call keeps its own answer and its own error. A failure of the Ray call itself
+(the actor away) fails every call of that batch.
+
+So calls with one key leave in the order they were made, one batch at a time: the gateway
+sends produces this way (always, whatever `gateway.coalesce.requests` says), which keeps a
+partition's batches in the order they were sent, as Kafka keeps a connection's requests.
 """
 from __future__ import annotations
 
 import asyncio
 from typing import Any, Awaitable, Callable, Hashable
+
+from runtime.errors import Errors, KafkaError
+
+from ..errors import to_kafka_error
 
 # Keeps one Ray message of reasonable size when thousands of calls wait at once.
 MAX_BATCH = 1000
@@ -67,3 +76,14 @@ class Coalescer:
             else:
                 future.set_result(result)
         self._dispatch(key)
+
+
+async def run_batched(actor: object, method: str, calls: list[tuple]) -> list:
+    """An actor's `batched`: the calls start in one turn of its loop, in order (asyncio runs
+    new tasks first in, first out), so their records share one flush of the log; each gets its
+    own answer, a KafkaError standing for a call that failed."""
+    if method.startswith("_") or method == "batched" or not callable(getattr(actor, method, None)):
+        raise KafkaError(Errors.INVALID_REQUEST, f"{method!r} is not an RPC of {type(actor).__name__}")
+    rpc = getattr(actor, method)
+    results = await asyncio.gather(*(rpc(*args) for args in calls), return_exceptions=True)
+    return [to_kafka_error(r) if isinstance(r, BaseException) else r for r in results]

@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 
 # Kafka's connections.max.idle.ms default.
 CONNECTIONS_MAX_IDLE_MS = 600000
+# Bounds one Ray call of gathered produces: each batch is at most max.message.bytes (1 MiB).
+PRODUCES_PER_CALL = 16
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -149,13 +151,17 @@ class GatewayActor:
         self._max_request_bytes = int(self.config.get("socket.request.max.bytes", SOCKET_REQUEST_MAX_BYTES))
         self.brokers = Brokers(self.namespace, self.directory, self.broker)
         self.topic_ids = TopicIds(self.call)
-        # (connection, topic, partition) -> that connection's latest produce there (a gateway task)
-        self.produce_order: dict[tuple, asyncio.Task] = {}
         self.share_sessions = ShareSessionCache(int(self.config.get("group.share.max.share.sessions",
                                                                     MAX_SHARE_SESSIONS)))
         self._tasks: set[asyncio.Task] = set()
         coalesce = _truthy(self.config.get("gateway.coalesce.requests", True))
         self._coalescer = Coalescer(self._call_batched) if coalesce else None
+        # Produces to a partition leave in order, one Ray call at a time, those that wait
+        # gathered into the next (actors/server/coalescing.py). Kafka serves a connection's
+        # requests one at a time, so a producer with several produces in flight (idempotence
+        # off) finds its batches in the order it sent them; Ray may start an async actor's
+        # calls out of order, and the gateway serves a connection's requests side by side.
+        self.produce_line = Coalescer(self._call_produces, max_batch=PRODUCES_PER_CALL)
         self.fetch_sessions = FetchSessionCache(random.Random(), int(self.config.get(
             "max.incremental.fetch.session.cache.slots", MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS)))
 
@@ -205,7 +211,8 @@ class GatewayActor:
                 "error": None, "connections": self._connections,
                 "fetch_sessions": len(self.fetch_sessions.sessions), "pid": os.getpid(),
                 "address": addresses, "broker_id": self.node_id, "node_id": self.ray_node,
-                "coalesced": coalesced}
+                "coalesced": coalesced,
+                "produces": {"calls": self.produce_line.calls, "batches": self.produce_line.batches}}
 
     # ------------------------------------------------------------------ calls on actors
 
@@ -239,6 +246,10 @@ class GatewayActor:
 
     async def _call_batched(self, name: str, method: str, calls: list[tuple]) -> list:
         return await self.call(name, "batched", method, calls)
+
+    async def _call_produces(self, name: str, method: str, calls: list[tuple]) -> list:
+        timeout_ms = max(request.timeout_ms for (request,) in calls)
+        return await self.call(name, "batched", method, calls, timeout_s=max(timeout_ms, 1000) / 1000)
 
     # ------------------------------------------------------------------ connections
 

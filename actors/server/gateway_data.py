@@ -3,8 +3,8 @@ InitProducerId (Fetch is in gateway_fetch), each turned into calls on the contro
 leaders and the transaction coordinators. A handler takes the gateway and the request event
 and returns the response as plain values (runtime.wire.entities builds the version asked).
 
-Records cross in Kafka's record batch v2 and are converted at this edge to the batches the
-partition logs store (runtime.wire.storage).
+Records cross in Kafka's record batch v2; a produced batch goes to its partition leader as
+it came (runtime.wire.storage).
 """
 from __future__ import annotations
 
@@ -15,11 +15,9 @@ from runtime.messages.topics import (CreatableTopic, CreatableTopicConfig, Creat
                                      MetadataRequest)
 from runtime.messages.txn import InitProducerIdRequest
 from runtime.wire.entities import ZERO_UUID, plain
-from runtime.wire.records import decode_batch
 from runtime.wire.storage import produce_request
 
 from .. import naming
-from .gateway_context import CONNECTION
 
 UNKNOWN_AUTHORIZED_OPERATIONS = -2147483648
 
@@ -110,32 +108,6 @@ async def create_topics(gw, event) -> dict:
 
 # ------------------------------------------------------------------ Produce
 
-def _produce_in_order(gw, connection, request) -> asyncio.Task:
-    """Kafka serves one request of a connection at a time, so a producer with several produces
-    in flight (idempotence off) finds a partition's batches in the order it sent them. The
-    gateway serves a connection's requests concurrently (a long poll must not hold a produce
-    back) and Ray may start an async actor's calls out of order, so a produce starts once the
-    connection's earlier produce to the same partition is answered. It runs as a gateway task:
-    a produce that was read is done even if its connection closes first (an acks=0 producer
-    closes right after sending), as Kafka's request handlers do."""
-    key = (connection, request.topic, request.partition)
-    earlier = gw.produce_order.get(key)
-
-    async def produce():
-        if earlier is not None:
-            await asyncio.wait([earlier])  # its outcome is its own request's
-        return await gw.call(naming.partition_leader(request.topic, request.partition), "produce", request,
-                             timeout_s=max(request.timeout_ms, 1000) / 1000)
-
-    def forget(done: asyncio.Task) -> None:
-        if gw.produce_order.get(key) is done:
-            del gw.produce_order[key]
-
-    task = gw.produce_order[key] = gw.spawn(produce())
-    task.add_done_callback(forget)
-    return task
-
-
 async def _produce_one(gw, topic: str | None, partition: int, records: bytes | None, acks: int, timeout_ms: int,
                        transactional_id: str | None) -> dict:
     out = {"index": partition, "base_offset": -1, "log_append_time": -1, "log_start_offset": -1,
@@ -144,11 +116,11 @@ async def _produce_one(gw, topic: str | None, partition: int, records: bytes | N
         if topic is None:
             raise KafkaError(Errors.UNKNOWN_TOPIC_ID, "no topic has this id")
         # Produce v3 and later carry exactly one batch of magic 2 per partition.
-        batch, end = decode_batch(records or b"")
-        if end != len(records):
-            raise KafkaError(Errors.INVALID_RECORD, "a produce carries one record batch per partition")
-        request = produce_request(topic, partition, batch, acks, timeout_ms, transactional_id)
-        response = await asyncio.shield(_produce_in_order(gw, CONNECTION.get(), request))
+        request = produce_request(topic, partition, records or b"", acks, timeout_ms, transactional_id)
+        # Shielded: a produce that was read is done even if its connection closes first (an
+        # acks=0 producer closes right after sending), as Kafka's request handlers do.
+        response = await asyncio.shield(gw.produce_line.call(naming.partition_leader(topic, partition), "produce",
+                                                             request))
     except KafkaError as e:
         return {**out, "error_code": partition_error(e), "error_message": e.message}
     return {**out, "error_code": response.error_code, "base_offset": response.base_offset,

@@ -47,6 +47,7 @@ from .. import naming
 from ..errors import to_kafka_error
 from ..placement import current_node, restarted_actor
 from ..retry import ActorDirectory
+from .coalescing import run_batched
 from .shard_host import _truthy, log_io, now_ms
 
 log = logging.getLogger(__name__)
@@ -185,6 +186,11 @@ class PartitionLeaderActor:
                 "high_watermark": p.high_watermark if p else None, "pid": os.getpid(), "node_id": current_node()}
 
     # ------------------------------------------------------------------ produce
+
+    async def batched(self, method: str, calls: list[tuple]) -> list:
+        """Many produces in one Ray call (the gateway gathers those bound for this partition),
+        appended in the order given and made durable by one flush."""
+        return await run_batched(self, method, calls)
 
     async def produce(self, request: ProduceRequest) -> ProduceResponse:
         await self._current_configs()

@@ -30,6 +30,7 @@ from runtime.messages import error_response
 from .. import metrics
 from ..errors import to_kafka_error
 from ..placement import current_node
+from .coalescing import run_batched
 
 log = logging.getLogger(__name__)
 
@@ -255,15 +256,9 @@ class ShardHost:
             return error_response(request, to_kafka_error(e))
 
     async def batched(self, method: str, calls: list[tuple]) -> list:
-        """Many calls of one RPC in one Ray call (the gateway's request coalescing,
-        actors/server/coalescing.py). They start in one turn of the loop, so their records
-        share a batch of the log; each gets its own answer, a KafkaError standing for a
-        call that failed."""
-        if method.startswith("_") or method == "batched" or not callable(getattr(self, method, None)):
-            raise KafkaError(Errors.INVALID_REQUEST, f"{method!r} is not an RPC of {type(self).__name__}")
-        rpc = getattr(self, method)
-        results = await asyncio.gather(*(rpc(*args) for args in calls), return_exceptions=True)
-        return [to_kafka_error(r) if isinstance(r, BaseException) else r for r in results]
+        """Many calls of one RPC in one Ray call (the gateway's request coalescing): their
+        records share a batch of the log."""
+        return await run_batched(self, method, calls)
 
     async def shutdown(self) -> None:
         """Unload: pending operations fail with NOT_COORDINATOR (a batch being written is

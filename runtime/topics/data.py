@@ -1,8 +1,14 @@
-"""The entries of a topic partition's data log.
+"""The payloads of a topic partition's data log, in one of two forms.
 
-A data batch's payload is a msgpack array of entries ``[timestamp, key, value, headers]``
-(key and value are bytes or nil, headers a list of ``[name, bytes]``). The producer encodes
-a batch once; the leader appends it as is and fetch returns it as is.
+* shoal's producer writes a msgpack array of entries ``[timestamp, key, value, headers]``
+  (key and value are bytes or nil, headers a list of ``[name, bytes]``);
+* a Kafka client's produce (through the gateway) is stored as the record batch v2 it sent,
+  compression and all, with the base offset and leader epoch the leader gave it, and served
+  back byte for byte, as Kafka does.
+
+The first byte tells them apart: a msgpack array header is 0x90 or above, a v2 batch begins
+with its base offset, a non-negative int64, so below 0x80. Every reader goes through
+`decode_entries`, so each reads what any producer wrote.
 """
 from __future__ import annotations
 
@@ -11,6 +17,8 @@ from typing import Iterable, NamedTuple
 import msgpack
 
 from ..errors import Errors, KafkaError
+from ..messages.topics import ProduceRequest
+from ..wire.records import read_batch, with_base_offset
 
 _packb = msgpack.Packer(use_bin_type=True).pack
 
@@ -37,14 +45,22 @@ def encode_records(records: Iterable[tuple]) -> bytes:
     return pack_batch([encode_entry(*r) for r in records])
 
 
-def validate_payload(payload: bytes, record_count: int) -> int:
-    """Check that a produced payload is what it claims; returns its largest timestamp."""
+def is_kafka_batch(payload: bytes) -> bool:
+    return bool(payload) and payload[0] < 0x80
+
+
+def validate_payload(request: ProduceRequest) -> int:
+    """Check that a produced payload is what its request claims; returns its largest
+    timestamp. A Kafka batch must also carry the request's producer id, epoch, sequence and
+    transactional flag, which the producer state is kept by."""
+    if is_kafka_batch(request.records):
+        return _validate_kafka_batch(request)
     try:
-        entries = msgpack.unpackb(payload, use_list=False, raw=False)
+        entries = msgpack.unpackb(request.records, use_list=False, raw=False)
     except Exception as e:
         raise KafkaError(Errors.CORRUPT_MESSAGE, f"the records do not decode: {e}") from None
-    if not isinstance(entries, tuple) or len(entries) != record_count or not entries:
-        raise KafkaError(Errors.INVALID_RECORD, f"expected {record_count} records")
+    if not isinstance(entries, tuple) or len(entries) != request.record_count or not entries:
+        raise KafkaError(Errors.INVALID_RECORD, f"expected {request.record_count} records")
     max_ts = -1
     for e in entries:
         if not (isinstance(e, tuple) and len(e) == 4 and isinstance(e[0], int)
@@ -55,7 +71,36 @@ def validate_payload(payload: bytes, record_count: int) -> int:
     return max_ts
 
 
+def _validate_kafka_batch(request: ProduceRequest) -> int:
+    # As Kafka's LogValidator: the CRC and every record are checked (CORRUPT_MESSAGE), and
+    # a batch a producer may not write is INVALID_RECORD.
+    h, records = read_batch(request.records)
+    if h.end != len(request.records):
+        raise KafkaError(Errors.INVALID_RECORD, "a produce carries one record batch per partition")
+    if h.is_control:
+        raise KafkaError(Errors.INVALID_RECORD, "a producer may not write a control batch")
+    if not records or len(records) != request.record_count:
+        raise KafkaError(Errors.INVALID_RECORD, f"expected {request.record_count} records")
+    if h.last_offset_delta != len(records) - 1 or any(r[0] != i for i, r in enumerate(records)):
+        raise KafkaError(Errors.INVALID_RECORD, "the records' offset deltas are not 0, 1, 2, ...")
+    if (h.producer_id, h.producer_epoch, h.base_sequence, h.is_transactional) != (
+            request.producer_id, request.producer_epoch, request.base_sequence, request.is_transactional):
+        raise KafkaError(Errors.INVALID_RECORD, "the batch's producer fields differ from the request's")
+    return h.base_timestamp + max(r[1] for r in records)
+
+
+def stored_payload(payload: bytes, base_offset: int) -> bytes:
+    """What the log stores for a validated payload appended at base_offset."""
+    if is_kafka_batch(payload):
+        return with_base_offset(payload, base_offset, 0)  # leader epoch 0, as Metadata says
+    return payload
+
+
 def decode_entries(payload: bytes, base_offset: int) -> list[DataRecord]:
+    if is_kafka_batch(payload):
+        h, records = read_batch(payload)
+        return [DataRecord(base_offset + i, h.base_timestamp + td, k, v, hs)
+                for i, (_, td, k, v, hs) in enumerate(records)]
     entries = msgpack.unpackb(payload, use_list=False, raw=False)
     return [DataRecord(base_offset + i, ts, k, v, tuple((h[0], h[1]) for h in hs))
             for i, (ts, k, v, hs) in enumerate(entries)]

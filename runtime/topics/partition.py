@@ -17,7 +17,7 @@ from ..errors import Errors, KafkaError
 from ..log import ATTR_CONTROL, ATTR_TRANSACTIONAL, FileLog, LogConfig, OsIO
 from ..messages.topics import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, READ_COMMITTED,
                                AbortedTransaction, FetchedBatch, FetchResponse, ListOffsetsResponse, ProduceRequest)
-from .data import decode_entries, encode_control, validate_payload
+from .data import decode_entries, encode_control, stored_payload, validate_payload
 from .producer_state import DuplicateBatch, ProducerStateManager
 from .internal import log_name
 
@@ -104,13 +104,13 @@ class PartitionLog:
                              f"the batch is {len(request.records)} bytes, over max.message.bytes={limit}")
         if request.record_count <= 0:
             raise KafkaError(Errors.INVALID_RECORD, "a produce request carries at least one record")
-        max_ts = validate_payload(request.records, request.record_count)
+        max_ts = validate_payload(request)
         checked = self.producers.validate_append(request.producer_id, request.producer_epoch, request.base_sequence,
                                                  request.record_count, request.is_transactional,
                                                  self.log_end_offset, max_ts, verification_guard)
         if isinstance(checked, DuplicateBatch):
             return checked.first_offset
-        base = self.log.append(request.records, request.record_count, max_ts,
+        base = self.log.append(stored_payload(request.records, self.log_end_offset), request.record_count, max_ts,
                                attributes=ATTR_TRANSACTIONAL if request.is_transactional else 0,
                                producer_id=request.producer_id, producer_epoch=request.producer_epoch,
                                base_sequence=request.base_sequence)

@@ -29,6 +29,8 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = _HEADER.size  # 61
 _CRC_START = 21  # the attributes' position: the CRC covers from here to the end
 _LENGTH_OFFSET = 12  # the batch length counts the bytes after itself
+_BASE_OFFSET = struct.Struct(">q")
+_LEADER_EPOCH = struct.Struct(">i")
 
 
 @dataclass(frozen=True)
@@ -40,18 +42,8 @@ class Record:
     headers: tuple = ()  # (str, bytes | None) pairs
 
 
-@dataclass(frozen=True)
-class RecordBatch:
-    base_offset: int
-    records: tuple[Record, ...]
-    attributes: int = 0
-    last_offset_delta: int = 0
-    base_timestamp: int = -1
-    max_timestamp: int = -1
-    producer_id: int = -1
-    producer_epoch: int = -1
-    base_sequence: int = -1
-    partition_leader_epoch: int = -1
+class _Attributes:
+    """What a batch's attributes say, for the classes that carry them."""
 
     @property
     def compression(self) -> int:
@@ -64,6 +56,20 @@ class RecordBatch:
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & ATTR_CONTROL)
+
+
+@dataclass(frozen=True)
+class RecordBatch(_Attributes):
+    base_offset: int
+    records: tuple[Record, ...]
+    attributes: int = 0
+    last_offset_delta: int = 0
+    base_timestamp: int = -1
+    max_timestamp: int = -1
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    partition_leader_epoch: int = -1
 
     @property
     def last_offset(self) -> int:
@@ -124,41 +130,69 @@ def _write_bytes(out: bytearray, value: bytes | None) -> None:
 
 # ------------------------------------------------------------------ decode
 
-def _read_records(buf: bytes, count: int, base_offset: int, base_timestamp: int) -> tuple[Record, ...]:
-    records, pos = [], 0
-    for _ in range(count):
-        length, pos = _read_varint(buf, pos)
-        end = pos + length
-        if length < 0 or end > len(buf):
-            raise _corrupt("a record runs past its batch")
-        pos += 1  # record attributes: unused
-        ts_delta, pos = _read_varint(buf, pos)
-        offset_delta, pos = _read_varint(buf, pos)
-        key, pos = _read_bytes(buf, pos)
-        value, pos = _read_bytes(buf, pos)
-        header_count, pos = _read_varint(buf, pos)
-        headers = []
-        for _ in range(max(header_count, 0)):
-            name, pos = _read_bytes(buf, pos)
-            header_value, pos = _read_bytes(buf, pos)
-            if name is None:
-                raise _corrupt("a header without a key")
-            try:
-                headers.append((name.decode(), header_value))
-            except UnicodeDecodeError:
-                raise _corrupt("a header key is not UTF-8") from None
-        if pos != end:
-            raise _corrupt("a record's length does not match its fields")
-        records.append(Record(base_offset + offset_delta, base_timestamp + ts_delta, key, value, tuple(headers)))
-    if pos != len(buf):
+def _read_records(buf: bytes, count: int) -> list[tuple]:
+    """(offset delta, timestamp delta, key, value, headers) of each record. The hot loop of
+    checking a produced batch: a one-byte varint (most attributes, deltas, lengths of a
+    null key and header counts) is read in line, without a call."""
+    records, pos, size = [], 0, len(buf)
+    try:
+        for _ in range(count):
+            b = buf[pos]
+            length, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _read_varint(buf, pos)
+            end = pos + length
+            if length < 0 or end > size:
+                raise _corrupt("a record runs past its batch")
+            b = buf[pos + 1]  # after the record attributes, unused
+            ts_delta, pos = ((b >> 1) ^ -(b & 1), pos + 2) if b < 0x80 else _read_varint(buf, pos + 1)
+            b = buf[pos]
+            offset_delta, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _read_varint(buf, pos)
+            key, pos = _read_bytes(buf, pos)
+            value, pos = _read_bytes(buf, pos)
+            b = buf[pos]
+            header_count, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _read_varint(buf, pos)
+            headers = ()
+            if header_count > 0:
+                pairs = []
+                for _ in range(header_count):
+                    name, pos = _read_bytes(buf, pos)
+                    header_value, pos = _read_bytes(buf, pos)
+                    if name is None:
+                        raise _corrupt("a header without a key")
+                    try:
+                        pairs.append((name.decode(), header_value))
+                    except UnicodeDecodeError:
+                        raise _corrupt("a header key is not UTF-8") from None
+                headers = tuple(pairs)
+            if pos != end:
+                raise _corrupt("a record's length does not match its fields")
+            records.append((offset_delta, ts_delta, key, value, headers))
+    except IndexError:
+        raise _corrupt("a record runs past its batch") from None
+    if pos != size:
         raise _corrupt("bytes after a batch's last record")
-    return tuple(records)
+    return records
 
 
-def decode_batch(data: bytes, pos: int = 0) -> tuple[RecordBatch, int]:
-    """The batch at `pos` and the position after it. A CRC that does not match, a
-    truncated batch or malformed records raise CORRUPT_MESSAGE; another magic than 2
-    raises INVALID_RECORD (Produce v3 and later carry magic 2 only)."""
+@dataclass(frozen=True, slots=True)
+class BatchHeader(_Attributes):
+    base_offset: int
+    partition_leader_epoch: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+    crc: int
+    end: int  # the position after the batch
+
+
+def batch_header(data: bytes, pos: int = 0) -> BatchHeader:
+    """The header of the batch at `pos`, its length checked against the data but not its
+    CRC: another magic than 2 raises INVALID_RECORD (Produce v3 and later carry magic 2
+    only), a truncated batch CORRUPT_MESSAGE."""
     if len(data) - pos < HEADER_SIZE:
         raise _corrupt("a truncated batch header")
     (base_offset, length, leader_epoch, magic, crc, attributes, last_delta, base_ts, max_ts,
@@ -168,14 +202,36 @@ def decode_batch(data: bytes, pos: int = 0) -> tuple[RecordBatch, int]:
     end = pos + _LENGTH_OFFSET + length
     if length < HEADER_SIZE - _LENGTH_OFFSET or end > len(data):
         raise _corrupt("a batch runs past its data")
-    if crc32c(memoryview(data)[pos + _CRC_START:end]) != crc:
-        raise _corrupt("record batch CRC mismatch")
     if count < 0:
         raise _corrupt("a negative record count")
-    body = decompress(attributes & ATTR_COMPRESSION, bytes(data[pos + HEADER_SIZE:end]))
-    records = _read_records(body, count, base_offset, base_ts)
-    return RecordBatch(base_offset, records, attributes, last_delta, base_ts, max_ts, producer_id, producer_epoch,
-                       base_sequence, leader_epoch), end
+    return BatchHeader(base_offset, leader_epoch, attributes, last_delta, base_ts, max_ts, producer_id,
+                       producer_epoch, base_sequence, count, crc, end)
+
+
+def read_batch(data: bytes, pos: int = 0) -> tuple[BatchHeader, list[tuple]]:
+    """The header of the batch at `pos` and its records as (offset delta, timestamp delta,
+    key, value, headers), checked whole: a CRC that does not match, a truncated batch or
+    malformed records raise CORRUPT_MESSAGE; another magic than 2 raises INVALID_RECORD."""
+    h = batch_header(data, pos)
+    if crc32c(memoryview(data)[pos + _CRC_START:h.end]) != h.crc:
+        raise _corrupt("record batch CRC mismatch")
+    body = decompress(h.attributes & ATTR_COMPRESSION, bytes(data[pos + HEADER_SIZE:h.end]))
+    return h, _read_records(body, h.record_count)
+
+
+def decode_batch(data: bytes, pos: int = 0) -> tuple[RecordBatch, int]:
+    """The batch at `pos` (checked as `read_batch` does) and the position after it."""
+    h, records = read_batch(data, pos)
+    base, base_ts = h.base_offset, h.base_timestamp
+    return RecordBatch(base, tuple(Record(base + od, base_ts + td, k, v, hs) for od, td, k, v, hs in records),
+                       h.attributes, h.last_offset_delta, base_ts, h.max_timestamp, h.producer_id,
+                       h.producer_epoch, h.base_sequence, h.partition_leader_epoch), h.end
+
+
+def with_base_offset(data: bytes, base_offset: int, partition_leader_epoch: int) -> bytes:
+    """One batch with the offset and leader epoch a partition leader gives it on append.
+    Both sit before the bytes the CRC covers, so the batch stays valid as it is."""
+    return _BASE_OFFSET.pack(base_offset) + data[8:12] + _LEADER_EPOCH.pack(partition_leader_epoch) + data[16:]
 
 
 def decode_batches(data: bytes) -> list[RecordBatch]:

@@ -4,6 +4,8 @@ codec, then a classic consumer group reads it all back and commits."""
 import confluent_kafka as ck
 import pytest
 
+from actors import naming
+
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.ray
@@ -46,9 +48,11 @@ def test_produce_and_consume_in_a_group(cluster, bootstrap, codec):
 
 def test_pipelined_produces_of_one_connection_keep_their_order(cluster, bootstrap):
     """A non-idempotent producer with many produces in flight on one connection: Kafka serves a
-    connection's requests one after another, so a partition keeps the order they were sent in."""
+    connection's requests one after another, so a partition keeps the order they were sent in.
+    The gateway sends them on in order, those that wait gathered into fewer Ray calls."""
     topic = "rd-order"
     cluster.create_topic(topic, 1)
+    before = _produces(cluster)
     producer = ck.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": False, "linger.ms": 0,
                             "batch.num.messages": 1, "max.in.flight.requests.per.connection": 50, "acks": "all"})
     delivered = []
@@ -59,3 +63,11 @@ def test_pipelined_produces_of_one_connection_keep_their_order(cluster, bootstra
     assert producer.flush(60) == 0
     assert all(err is None for err, _, _ in delivered) and len(delivered) == 1000
     assert [value for _, offset, value in sorted(delivered, key=lambda d: d[1])] == list(range(1000))
+    after = _produces(cluster)
+    assert after["calls"] - before["calls"] == 1000
+    assert after["batches"] - before["batches"] < 1000
+
+
+def _produces(cluster) -> dict:
+    [gateway] = [s for s in cluster.status() if s["actor"] == naming.gateway(0)]
+    return gateway["produces"]
