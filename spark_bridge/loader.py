@@ -6,8 +6,8 @@ record: log, partition, offset, batch_timestamp, record_type, key and value (JSO
 decoded fields; value is null for a tombstone) and tombstone.
 
 Logs whose name starts with ``__`` hold coordinator records. Any other log is a topic
-partition's data; its entries are turned into rows by `data_rows`, the one place that knows
-their format.
+partition's data; `batch_entries` reads its batches in either form runtime.topics.data
+stores, and `data_rows` turns the entries into rows.
 """
 from __future__ import annotations
 
@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from runtime import codec
-from runtime.errors import CorruptRecordError
+from runtime.errors import CorruptRecordError, KafkaError
 from runtime.log import ATTR_COMPACTED, ATTR_CONTROL, Batch, read_manifest, rebuild_manifest, scan_batches
 from runtime.logformat import log_dirs
+from runtime.topics.data import decode_entries, is_kafka_batch
 from runtime.topics.metadata import is_internal
 
 RECORDS_SCHEMA = ("log string, partition int, offset long, batch_timestamp long, record_type string, "
@@ -152,7 +153,15 @@ def _replacement_records(directory: str, base: int, end: int | None) -> Iterator
 
 
 def batch_entries(batch: Batch, path: str) -> tuple[list[int], tuple]:
-    """(offsets, raw msgpack entries) of one batch; compacted batches keep their offsets."""
+    """(offsets, raw msgpack entries) of one batch; compacted batches keep their offsets. A
+    topic data batch a Kafka client produced (a record batch v2, runtime.topics.data) gives
+    the entries a msgpack one would."""
+    if is_kafka_batch(batch.payload):
+        try:
+            records = decode_entries(batch.payload, batch.base_offset)
+        except KafkaError as e:
+            raise CorruptSegmentError(path, batch.base_offset, f"undecodable batch: {e}") from None
+        return [r.offset for r in records], tuple((r.timestamp, r.key, r.value, r.headers) for r in records)
     try:
         payload = codec.unpack(batch.payload)
     except Exception as e:  # msgpack raises several unrelated types for bad bytes

@@ -3,8 +3,8 @@
 * shoal's producer writes a msgpack array of entries ``[timestamp, key, value, headers]``
   (key and value are bytes or nil, headers a list of ``[name, bytes]``);
 * a Kafka client's produce (through the gateway) is stored as the record batch v2 it sent,
-  compression and all, with the base offset and leader epoch the leader gave it, and served
-  back byte for byte, as Kafka does.
+  compression and all, with the base offset the leader gave it, and served back byte for
+  byte, as Kafka does.
 
 The first byte tells them apart: a msgpack array header is 0x90 or above, a v2 batch begins
 with its base offset, a non-negative int64, so below 0x80. Every reader goes through
@@ -92,7 +92,9 @@ def _validate_kafka_batch(request: ProduceRequest) -> int:
 def stored_payload(payload: bytes, base_offset: int) -> bytes:
     """What the log stores for a validated payload appended at base_offset."""
     if is_kafka_batch(payload):
-        return with_base_offset(payload, base_offset, 0)  # leader epoch 0, as Metadata says
+        # No leader epoch (-1), as a producer sends it and as shoal's batches are served:
+        # shoal serves no OffsetForLeaderEpoch, so a consumer has no use for one.
+        return with_base_offset(payload, base_offset, -1)
     return payload
 
 

@@ -10,7 +10,9 @@ import pytest
 
 from runtime.log import FileLog, LogConfig, compaction_lock, read_manifest, CompactionInProgress
 from runtime.testing import ShardHarness
-from runtime.topics.data import encode_records
+from runtime.topics.data import encode_records, stored_payload
+from runtime.wire.compression import GZIP
+from runtime.wire.records import encode_batch
 from spark_bridge.compaction import compact_log, load_shard, state_digest
 from spark_bridge.loader import CorruptSegmentError, load_logs
 
@@ -86,6 +88,9 @@ def test_load_a_data_dir(spark, tmp_path):
     orders = FileLog(str(tmp_path / "orders-1"), LogConfig(fsync=False))
     orders.append(encode_records([(T0, b"k1", b"v1", [("h", b"x")]), (T0 + 1, None, b"\xff", [])]), 2, T0 + 1)
     orders.append(encode_records([(T0 + 2, b"k1", None, [])]), 1, T0 + 2)
+    # What a Kafka client produced is stored as its record batch v2 (runtime.topics.data).
+    orders.append(stored_payload(encode_batch([(T0 + 3, b"k2", b"v2", [("h", b"y")])], compression=GZIP), 3),
+                  1, T0 + 3)
     orders.flush()
 
     rows = rows_of(spark, str(tmp_path))
@@ -110,6 +115,9 @@ def test_load_a_data_dir(spark, tmp_path):
         {"log": "orders-1", "partition": 1, "offset": 2, "batch_timestamp": T0 + 2, "record_type": "data",
          "key": '{"key": "k1"}', "value": json.dumps({"headers": [], "timestamp": T0 + 2, "value": None}),
          "tombstone": True},
+        {"log": "orders-1", "partition": 1, "offset": 3, "batch_timestamp": T0 + 3, "record_type": "data",
+         "key": '{"key": "k2"}', "value": json.dumps({"headers": [["h", "y"]], "timestamp": T0 + 3, "value": "v2"}),
+         "tombstone": False},
     ]
 
 
