@@ -156,11 +156,9 @@ class GatewayActor:
         self._tasks: set[asyncio.Task] = set()
         coalesce = _truthy(self.config.get("gateway.coalesce.requests", True))
         self._coalescer = Coalescer(self._call_batched) if coalesce else None
-        # Produces to a partition leave in order, one Ray call at a time, those that wait
-        # gathered into the next (actors/server/coalescing.py). Kafka serves a connection's
-        # requests one at a time, so a producer with several produces in flight (idempotence
-        # off) finds its batches in the order it sent them; Ray may start an async actor's
-        # calls out of order, and the gateway serves a connection's requests side by side.
+        # Always on: it is what keeps a partition's produces in the order they were sent
+        # (actors/server/coalescing.py), as Kafka does by serving a connection's requests one
+        # at a time; Ray may start an async actor's calls out of order.
         self.produce_line = Coalescer(self._call_produces, max_batch=PRODUCES_PER_CALL)
         self.fetch_sessions = FetchSessionCache(random.Random(), int(self.config.get(
             "max.incremental.fetch.session.cache.slots", MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS)))

@@ -24,7 +24,6 @@ from typing import Any, Callable, Hashable
 
 from runtime.coordinator import CoordinatorRuntime, CoordinatorState, LoadProgress, Result, WriteBatch, write_batch
 from runtime.log import FileLog, LogConfig
-from runtime.errors import Errors, KafkaError
 from runtime.messages import error_response
 
 from .. import metrics

@@ -8,7 +8,6 @@ same offsets, and a transaction marker as a control batch.
 """
 from __future__ import annotations
 
-from ..errors import Errors, KafkaError
 from ..messages.topics import FetchedBatch, ProduceRequest
 from ..topics.data import decode_control, decode_entries, is_kafka_batch
 from .records import batch_header, control_record, encode_batch
@@ -16,10 +15,9 @@ from .records import batch_header, control_record, encode_batch
 
 def produce_request(topic: str, partition: int, records: bytes, acks: int, timeout_ms: int,
                     transactional_id: str | None) -> ProduceRequest:
-    """The partition leader's request for one produced v2 batch."""
+    """The partition leader's request for one produced v2 batch, from its header alone: the
+    leader checks the whole batch (runtime.topics.data.validate_payload)."""
     h = batch_header(records)
-    if h.end != len(records):
-        raise KafkaError(Errors.INVALID_RECORD, "a produce carries one record batch per partition")
     return ProduceRequest(
         topic, partition, bytes(records), h.record_count, h.max_timestamp, acks=acks, timeout_ms=timeout_ms,
         transactional_id=transactional_id, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
