@@ -201,14 +201,9 @@ class Cluster:
         controller = remote(ControllerActor, naming.CONTROLLER, namespace, detached, config, spread=True).remote(
             data_dir, config, namespace, detached)
         cluster.directory.keep(naming.CONTROLLER, controller)
-        status = ray.get(controller.ready.remote(), timeout=120)
-        if status["state"] != "active":
-            raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"the controller did not load: {status['error']}")
-        scram_enabled = [m for m in parse_mechanisms(config.get("sasl.enabled.mechanisms", DEFAULT_MECHANISMS))
-                         if m in scram.MECHANISMS] or ["SCRAM-SHA-256"]  # PLAIN checks against a SCRAM credential
-        for user, password in initial_users.items():
-            for mechanism in scram_enabled:
-                cluster.add_user(user, password, mechanism)
+        # The coordinators and gateways start beside the controller, not after it: each is a
+        # process to spawn and load, and they reach the controller only through calls, which
+        # wait for it. Nothing is returned before all of them (and the initial users) are ready.
         refs = []
         for class_path, key_type in COORDINATORS:
             for partition, name in enumerate(naming.every_coordinator(key_type, config)):
@@ -216,19 +211,33 @@ class Cluster:
                     data_dir, partition, config)
                 cluster.directory.keep(name, handle)
                 refs.append(handle.ready.remote())
-        for status in ray.get(refs, timeout=120):
+        gateways = cluster._start_gateways() if config.get("listeners") else []
+        try:
+            status = ray.get(controller.ready.remote(), timeout=120)
             if status["state"] != "active":
-                raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"{status['name']} did not load: {status['error']}")
-        # Partition leaders of topics that survive from an earlier run of this data dir.
-        for topic in cluster.describe_topics():
-            cluster._start_partition_leaders(topic, range(topic.partitions))
-        if config.get("listeners"):
-            cluster._start_gateways()
+                raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"the controller did not load: {status['error']}")
+            scram_enabled = [m for m in parse_mechanisms(config.get("sasl.enabled.mechanisms", DEFAULT_MECHANISMS))
+                             if m in scram.MECHANISMS] or ["SCRAM-SHA-256"]  # PLAIN checks against a SCRAM credential
+            for user, password in initial_users.items():
+                for mechanism in scram_enabled:
+                    cluster.add_user(user, password, mechanism)
+            for status in ray.get(refs, timeout=120):
+                if status["state"] != "active":
+                    raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE,
+                                     f"{status['name']} did not load: {status['error']}")
+            # Partition leaders of topics that survive from an earlier run of this data dir.
+            for topic in cluster.describe_topics():
+                cluster._start_partition_leaders(topic, range(topic.partitions))
+            ray.get(gateways, timeout=60)
+        except BaseException:
+            cluster.destroy()  # a deployment that did not start leaves none of itself behind
+            raise
         return cluster
 
-    def _start_gateways(self) -> None:
+    def _start_gateways(self) -> list:
         """One gateway per live Ray node, pinned there (it goes with its node); broker ids
-        count from this process's node, so a single-node deployment's broker is 0."""
+        count from this process's node, so a single-node deployment's broker is 0. The refs
+        of their starts."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         from .server.gateway import GatewayActor
@@ -243,7 +252,7 @@ class Cluster:
                 self._deployment, broker_id)
             self.directory.keep(name, gateway)
             refs.append(gateway.start.remote())
-        ray.get(refs, timeout=60)
+        return refs
 
     # ------------------------------------------------------------------ handles
 
