@@ -52,15 +52,28 @@ def ray_head():
     try:
         wait_until(reachable, timeout_s=240, interval_s=1, message="ray start coming up")
     except AssertionError:
-        os.killpg(head.pid, signal.SIGTERM)
+        os.killpg(head.pid, signal.SIGKILL)
         raise
     yield address, env
-    os.killpg(head.pid, signal.SIGTERM)
-    try:
-        head.wait(60)
-    except subprocess.TimeoutExpired:
-        os.killpg(head.pid, signal.SIGKILL)
+    # SIGKILL: `ray start --block` takes some 30 s to stop on SIGTERM, and nothing of this
+    # private cluster is kept. Its workers exit once their raylet is gone.
+    os.killpg(head.pid, signal.SIGKILL)
+    head.wait(60)
+    wait_until(lambda: not _processes_of(temp_dir), timeout_s=60, message="the private Ray's processes gone")
     shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _processes_of(temp_dir: str) -> list[int]:
+    """The processes whose command line names `temp_dir` (the private Ray's)."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if temp_dir.encode() in f.read():
+                    pids.append(int(pid))
+        except OSError:
+            pass
+    return pids
 
 
 @pytest.mark.ray
