@@ -20,7 +20,7 @@ Every client keeps a ledger, and at the end the soak checks:
 It prints a JSON summary (faults by kind, what was checked, violations) and exits with 1 on a
 violation. Every loop and wait is bounded; the cluster and its data are removed at the end.
 Run on demand: `.venv/bin/python -m tests.soak.soak --minutes 10`; tests/soak/test_soak.py
-runs one minute in the normal suite.
+runs half a minute in the normal suite.
 
 Every log's fsyncs go through tests/soak/chaos_io.py (`log.io.class`; `--no-disk-faults`
 turns it off): 1% are slow (200 ms) and 0.2% fail, which takes the log offline until its
