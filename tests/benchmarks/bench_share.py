@@ -19,7 +19,9 @@ under 50 ms. Beside it, the same at 20 records/s with one consumer on one partit
 path's own latency, with nothing queued.
 
 The load average (1 minute) is given beside each figure, for the machine may be shared, and
-the share of the machine's CPU that was busy during the run (`cpu_busy`, 1.0: every core).
+the share of the machine's CPU that was busy during the run (`cpu_busy`, 1.0: every core);
+beside each latency run, the cores each kind of process kept busy while the producer ran
+(`cores_by_process`: the driver holds the producer and the consumers' facades).
 
     python tests/benchmarks/bench_share.py [--records 200000] [--latency-s 5]
 """
@@ -34,6 +36,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
+import psutil  # noqa: E402
 import ray  # noqa: E402
 
 from actors import AcknowledgeType, Cluster, naming  # noqa: E402
@@ -78,6 +81,34 @@ def _cpu_busy(since: tuple[int, int]) -> float:
     """The share of the machine's CPU time that was busy since `since` (1.0: every core)."""
     busy, total = _cpu_times()
     return round((busy - since[0]) / max(total - since[1], 1), 2)
+
+
+def _process_cpu() -> dict:
+    """{pid: (kind, CPU seconds)} of this process ("driver") and of every Ray process: an
+    actor's kind is its class, as its process title says ("ray::SharePartitionActor.fetch")."""
+    out = {}
+    for proc in psutil.process_iter(["pid", "cmdline", "cpu_times"]):
+        cmdline = " ".join(proc.info["cmdline"] or ())
+        if proc.info["pid"] == os.getpid():
+            kind = "driver"
+        elif cmdline.startswith("ray::"):
+            kind = cmdline[5:].split(".")[0].split(" ")[0]
+        elif "ray" in cmdline:
+            kind = "ray_system"  # raylet, GCS, log monitor...
+        else:
+            continue
+        times = proc.info["cpu_times"]
+        if times is not None:
+            out[proc.info["pid"]] = (kind, times.user + times.system)
+    return out
+
+
+def _cpu_by_kind(since: dict, seconds: float) -> dict:
+    """The cores each kind of process kept busy since `since` (1.0: one whole core)."""
+    totals: dict = {}
+    for pid, (kind, cpu) in _process_cpu().items():
+        totals[kind] = totals.get(kind, 0.0) + cpu - since.get(pid, (kind, 0.0))[1]
+    return {k: round(v / seconds, 2) for k, v in sorted(totals.items(), key=lambda kv: -kv[1]) if v / seconds >= 0.01}
 
 
 def raw_transport(records: int, callers: int) -> float:
@@ -231,7 +262,11 @@ def latency(cluster: Cluster, group: str, seconds: float, rate: int = LATENCY_RA
         t.start()
     value = os.urandom(RECORD)
     cpu = _cpu_times()
-    with cluster.producer(linger_ms=2) as producer:  # a produce call per record would cap the rate
+    cpu_of = _process_cpu()
+    # Kafka 4's default linger.ms. Each batch is a Ray call to its partition's leader, and
+    # at 2 ms (about two records a call) the calls alone held the two cores: the producer
+    # reached only 3,200-3,800 of its 5,000 records/s.
+    with cluster.producer(linger_ms=5) as producer:
         started = time.perf_counter()
         for i in range(total):
             due = started + i / rate
@@ -242,6 +277,7 @@ def latency(cluster: Cluster, group: str, seconds: float, rate: int = LATENCY_RA
         producer.flush()
         produce_s = time.perf_counter() - started
     busy = _cpu_busy(cpu)
+    cores = _cpu_by_kind(cpu_of, produce_s)
     producing.clear()
     for t in threads:
         t.join(timeout=120)
@@ -253,7 +289,8 @@ def latency(cluster: Cluster, group: str, seconds: float, rate: int = LATENCY_RA
             "delivery": _percentiles([max(t - acked[k], 0) * 1000 for k, t in delivered.items() if k in acked]),
             "acknowledgement_durable": _percentiles([max(t - acked[k], 0) * 1000 for k, t in durable.items()
                                                      if k in acked]),
-            "delivered_before_produce_acknowledged": early, "cpu_busy": busy, "load_average_1m": load}
+            "delivered_before_produce_acknowledged": early, "cpu_busy": busy, "cores_by_process": cores,
+            "load_average_1m": load}
 
 
 def main() -> None:
