@@ -12,7 +12,9 @@ client actor never decodes them, and a poll carries a few batches' bytes rather 
 object per record. A buffered record is handed out only in the membership it was acquired in
 (the member's stamp, `ShareMembershipManager.stamp`): once the group has lost the member, the
 SharePartitions gave what it held back (its delivery not counted), another member may hold
-the record with the same delivery count, so the book drops it unseen and unacknowledged.
+the record with the same delivery count, so the book drops it unseen and unacknowledged. As in
+Kafka's share consumer, a partition is not fetched while records of it wait in the buffer, so
+a poll never holds two deliveries of one offset.
 
 The book counts each record's acquisition lock from the response that brought it (the lock
 began a little before, by the response's own latency). An acknowledgement of a handed-out
@@ -133,14 +135,15 @@ class ShareFetchBook:
 
     def route(self, acks: dict, fetchable) -> Route:
         """A RENEW is answered in the poll that sends it; the rest rides on the partition's
-        next fetch when one can start now, and goes alone otherwise. Every fetchable partition
-        without a fetch under way gets one."""
+        next fetch when one can start now, and goes alone otherwise. Every partition that can
+        be fetched (`idle`) gets a fetch."""
         renew = {tp: a for tp, a in acks.items() if AcknowledgeType.RENEW in a.values()}
+        buffered = self._buffered_partitions()
         alone, fetch = {}, {}
         for tp, a in acks.items():
             if tp in renew:
                 continue
-            if self._can_fetch(tp, fetchable):
+            if self._can_fetch(tp, fetchable, buffered):
                 fetch[tp] = a
             else:
                 alone[tp] = a
@@ -149,12 +152,19 @@ class ShareFetchBook:
         return Route(renew, alone, fetch)
 
     def idle(self, fetchable) -> list[TopicPartition]:
-        """The fetchable partitions with no fetch under way."""
-        return [tp for tp in fetchable if self._can_fetch(tp, fetchable)]
+        """The fetchable partitions with no fetch under way and no records in the buffer. As
+        in Kafka's share consumer, a partition is not fetched again before the user has taken
+        what it brought: a lock that ran out in the buffer lets this member's next fetch acquire
+        a buffered record again, and one poll would hand out both deliveries of one offset."""
+        buffered = self._buffered_partitions()
+        return [tp for tp in fetchable if self._can_fetch(tp, fetchable, buffered)]
 
-    def _can_fetch(self, tp: TopicPartition, fetchable) -> bool:
+    def _can_fetch(self, tp: TopicPartition, fetchable, buffered: set) -> bool:
         part = self.partitions.get(tp)
-        return part is not None and not part.fetching and tp in fetchable
+        return part is not None and not part.fetching and tp in fetchable and tp not in buffered
+
+    def _buffered_partitions(self) -> set:
+        return {chunk.tp for chunk in self.buffer}
 
     def _with_gaps(self, part: FetchPartition, acks: dict) -> dict:
         acks = {**part.gaps, **acks}

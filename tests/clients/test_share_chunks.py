@@ -96,3 +96,22 @@ def test_an_acknowledgement_after_the_lock_ran_out_is_answered_here_and_not_sent
     [refused] = book.take_results()
     assert (refused.partition, refused.offsets, refused.error.error) == (TP, (1, 2), Errors.INVALID_RECORD_STATE)
     assert book.locked == {TP: {}}
+
+
+def test_a_partition_is_not_fetched_again_while_its_records_wait_in_the_buffer():
+    """Were it fetched, a lock that ran out in the buffer would let the new fetch acquire a
+    buffered record again, and one poll would hand out both deliveries of that offset (a user
+    acknowledging each was told the second was 'already acknowledged')."""
+    book = _book()
+    fetchable = {TP}
+    assert book.idle(fetchable) == [TP]
+    _fetched(book, [_batch(0, [b"a", b"b", b"c"])], [(0, 2, 1)], lock_ms=500)
+    assert book.idle(fetchable) == []
+    route = book.route({TP: {7: AcknowledgeType.ACCEPT}}, fetchable)
+    assert (route.fetch, route.alone) == ({}, {TP: {7: AcknowledgeType.ACCEPT}})  # sent on their own
+    book.drain(2, 0)
+    assert book.idle(fetchable) == []  # one record still waits
+    book.drain(2, 0)
+    assert book.idle(fetchable) == [TP]
+    route = book.route({TP: {0: AcknowledgeType.ACCEPT}}, fetchable)
+    assert (route.fetch, route.alone) == ({TP: {0: AcknowledgeType.ACCEPT}}, {})
