@@ -301,8 +301,16 @@ def test_consumers_and_the_coordinator_killed_while_records_flow(cluster):
         poll_until(consumers, lambda: settled(cluster, g, consumers), seen, message=message)
 
     def kill_consumer(victim):
-        settle("stable before the kill")  # nothing moves between reading its log and the kill
-        history = ray.get(victim._actor.ownership_history.remote())
+        # Nothing may move between reading its log and the kill: what the victim gave up
+        # after the read would count as owned until the kill. The group settled once can
+        # still be finishing a move (one run saw a partition handed on 7 ms before the kill),
+        # so it must be settled before and after the read, with the log unchanged.
+        while True:
+            settle("stable before the kill")
+            history = ray.get(victim._actor.ownership_history.remote())
+            if (settled(cluster, g, consumers)
+                    and ray.get(victim._actor.ownership_history.remote()) == history):
+                break
         ray.kill(victim._actor, no_restart=False)
         consumers.remove(victim)
         logs.append(intervals(history, time.time()))
