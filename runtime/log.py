@@ -421,14 +421,18 @@ class FileLog:
 
     # ------------------------------------------------------------------ reading
 
-    def read(self, from_offset: int = 0, upto: int | None = None, max_bytes: int | None = None) -> list[Batch]:
+    def read(self, from_offset: int = 0, upto: int | None = None, max_bytes: int | None = None,
+             max_offsets: int | None = None) -> list[Batch]:
         """Batches holding offsets in [from_offset, upto) (``upto`` defaults to the durable
         offset). The first batch is returned whole even if it starts before from_offset.
-        Stops before max_bytes of payload is passed, but returns at least one batch."""
+        Stops before max_bytes of payload is passed, and once the batches cover max_offsets
+        offsets from from_offset, but returns at least one batch. The limits are checked on
+        the index, before reading, so that bytes the caller will not use are neither read
+        nor checked."""
         upto = self.durable_offset if upto is None else upto
         for attempt in range(2):
             try:
-                return self._read_indexed(from_offset, upto, max_bytes)
+                return self._read_indexed(from_offset, upto, max_bytes, max_offsets)
             except FileNotFoundError:
                 if attempt:
                     raise
@@ -458,19 +462,21 @@ class FileLog:
             self._index[seg.file] = cached
         return cached
 
-    def _read_indexed(self, from_offset: int, upto: int, max_bytes: int | None) -> list[Batch]:
+    def _read_indexed(self, from_offset: int, upto: int, max_bytes: int | None,
+                      max_offsets: int | None) -> list[Batch]:
         segments = self.manifest.segments
         bases = [s.base_offset for s in segments]
         i = max(bisect.bisect_right(bases, from_offset) - 1, 0)
         out: list[Batch] = []
         budget = max_bytes
+        enough_at = upto if max_offsets is None else from_offset + max(max_offsets, 1)
         while i < len(segments) and segments[i].base_offset < upto:
             idx = self._segment_index(i)
             j = max(bisect.bisect_right(idx, (from_offset, 1 << 62, 0)) - 1, 0)
             k = j
             while k < len(idx) and idx[k][0] < upto:
                 size = idx[k][2] - HEADER_SIZE
-                if budget is not None and (out or k > j) and size > budget:
+                if (out or k > j) and (idx[k][0] >= enough_at or (budget is not None and size > budget)):
                     break
                 if budget is not None:
                     budget -= size

@@ -165,7 +165,7 @@ class PartitionLog:
         hw = self.high_watermark
         lso = self.last_stable_offset
         out, records = [], 0
-        for b in self.log.read(fetch_offset, lso if isolation_level == READ_COMMITTED else hw, max_bytes):
+        for b in self.log.read(fetch_offset, lso if isolation_level == READ_COMMITTED else hw, max_bytes, max_records):
             out.append(FetchedBatch(b.base_offset, b.last_offset, b.payload, b.producer_id,
                                     b.is_transactional, b.is_control))
             records += b.last_offset - max(b.base_offset, fetch_offset) + 1

@@ -63,6 +63,28 @@ def test_read_max_bytes_returns_at_least_one_batch(tmp_path):
     assert [b.base_offset for b in read_batches(log.directory, 4, max_bytes=2 * size)] == [3, 6]
 
 
+def test_read_max_offsets_stops_before_reading_what_is_not_needed(tmp_path):
+    log = open_log(tmp_path, segment_bytes=200)
+    for _ in range(6):
+        append_kv(log, 3)
+    log.flush()
+    assert len(log.manifest.segments) > 1
+    assert [b.base_offset for b in log.read(0, max_offsets=1)] == [0]
+    assert [b.base_offset for b in log.read(0, max_offsets=3)] == [0]
+    assert [b.base_offset for b in log.read(0, max_offsets=4)] == [0, 3]
+    # From the middle of a batch, the offsets are counted from the one asked for.
+    assert [b.base_offset for b in log.read(2, max_offsets=1)] == [0]
+    assert [b.base_offset for b in log.read(2, max_offsets=2)] == [0, 3]
+    assert [b.base_offset for b in log.read(4, max_offsets=6)] == [3, 6, 9]
+    # Damage in a batch past the limit is not read, so it does not fail the read; a read
+    # that reaches it does.
+    last = segment_path(log, len(log.manifest.segments) - 1)
+    flip_byte(last, os.path.getsize(last) - 1)
+    assert [b.base_offset for b in log.read(0, max_offsets=4)] == [0, 3]
+    with pytest.raises(CorruptRecordError):
+        log.read(0)
+
+
 def test_segments_roll_by_size_and_closed_segments_do_not_change(tmp_path):
     log = open_log(tmp_path, segment_bytes=400)
     append_kv(log, 3)
