@@ -188,6 +188,7 @@ def share_consume(cluster: Cluster, group: str, topic: str, partitions: int, rec
     lock = threading.Lock()
     total = [0]
     cpu = _cpu_times()
+    cpu_of = _process_cpu()
     started = time.perf_counter()
 
     def consume(i: int) -> None:
@@ -210,10 +211,12 @@ def share_consume(cluster: Cluster, group: str, topic: str, partitions: int, rec
         t.join()
     elapsed = time.perf_counter() - started
     busy = _cpu_busy(cpu)
+    cores = _cpu_by_kind(cpu_of, elapsed)
     load = _load()
     _finish(cluster, clients, group, topic, partitions)
     return {"partitions": partitions, "consumers": consumers, "records": total[0], "seconds": round(elapsed, 2),
-            "records_per_s": round(total[0] / elapsed), "per_consumer": counts, "cpu_busy": busy, "load_average_1m": load}
+            "records_per_s": round(total[0] / elapsed), "per_consumer": counts, "cpu_busy": busy,
+            "cores_by_process": cores, "load_average_1m": load}
 
 
 def _percentiles(samples_ms: list[float]) -> dict:
