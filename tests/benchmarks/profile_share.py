@@ -13,6 +13,7 @@ import argparse
 import collections
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -86,6 +87,7 @@ def main() -> None:
                                     "group.share.heartbeat.interval.ms": 500,
                                     "group.share.min.heartbeat.interval.ms": 500})
     spies = []
+    out_dir = tempfile.mkdtemp(prefix="profile-share-")  # py-spy's files
     try:
         cluster.create_topic("profile-share", PARTITIONS)
         value = os.urandom(RECORD)
@@ -110,7 +112,6 @@ def main() -> None:
                                   namespace=cluster.namespace).ready.remote())
         procs = _processes()
         roles = {pid: _role(p) for pid, p in procs.items()}
-        out_dir = tempfile.mkdtemp(prefix="profile-share-")
         if args.py_spy:
             for pid in procs:
                 spies.append((pid, subprocess.Popen(
@@ -173,6 +174,7 @@ def main() -> None:
         for _, spy in spies:
             if spy.poll() is None:
                 spy.kill()
+        shutil.rmtree(out_dir, ignore_errors=True)
         cluster.shutdown()
         ray.shutdown()
 
