@@ -492,7 +492,7 @@ class FileLog:
                         data = f.read(stop - start)
                 batches, _ = scan_batches(data, strict=True, name=segments[i].file, base_offset=idx[j][0])
                 out.extend(b for b in batches if b.last_offset >= from_offset)
-            if k < len(idx):  # stopped by upto or by the byte budget
+            if k < len(idx):  # stopped by upto, the offset limit or the byte budget
                 break
             i += 1
         return out

@@ -138,33 +138,21 @@ class ShareFetchBook:
         next fetch when one can start now, and goes alone otherwise. Every partition that can
         be fetched (`idle`) gets a fetch."""
         renew = {tp: a for tp, a in acks.items() if AcknowledgeType.RENEW in a.values()}
-        buffered = self._buffered_partitions()
+        idle = self.idle(fetchable)
         alone, fetch = {}, {}
         for tp, a in acks.items():
-            if tp in renew:
-                continue
-            if self._can_fetch(tp, fetchable, buffered):
-                fetch[tp] = a
-            else:
-                alone[tp] = a
-        for tp in self.idle(fetchable):
+            if tp not in renew:
+                (fetch if tp in idle else alone)[tp] = a
+        for tp in idle:
             fetch.setdefault(tp, {})
         return Route(renew, alone, fetch)
 
     def idle(self, fetchable) -> list[TopicPartition]:
-        """The fetchable partitions with no fetch under way and no records in the buffer. As
-        in Kafka's share consumer, a partition is not fetched again before the user has taken
-        what it brought: a lock that ran out in the buffer lets this member's next fetch acquire
-        a buffered record again, and one poll would hand out both deliveries of one offset."""
-        buffered = self._buffered_partitions()
-        return [tp for tp in fetchable if self._can_fetch(tp, fetchable, buffered)]
-
-    def _can_fetch(self, tp: TopicPartition, fetchable, buffered: set) -> bool:
-        part = self.partitions.get(tp)
-        return part is not None and not part.fetching and tp in fetchable and tp not in buffered
-
-    def _buffered_partitions(self) -> set:
-        return {chunk.tp for chunk in self.buffer}
+        """The fetchable partitions with no fetch under way and none of their records in the
+        buffer (why not while buffered: the module's note)."""
+        buffered = {chunk.tp for chunk in self.buffer}
+        return [tp for tp in fetchable if tp not in buffered
+                and (part := self.partitions.get(tp)) is not None and not part.fetching]
 
     def _with_gaps(self, part: FetchPartition, acks: dict) -> dict:
         acks = {**part.gaps, **acks}

@@ -158,19 +158,15 @@ class PartitionLog:
     def fetch(self, fetch_offset: int, max_bytes: int, max_records: int | None = None,
               isolation_level: int = 0) -> FetchResponse:
         """Whole batches from the one holding fetch_offset, up to the high watermark (the
-        last stable offset for read_committed), at most max_bytes of records (but always the
-        first batch). A read_committed response lists the aborted transactions that overlap
+        last stable offset for read_committed), at most max_bytes of records and no more
+        batches than cover max_records offsets (but always the first batch). A read_committed response lists the aborted transactions that overlap
         the batches, for `runtime.topics.isolation.filter_aborted`."""
         self.check_fetch_offset(fetch_offset)
         hw = self.high_watermark
         lso = self.last_stable_offset
-        out, records = [], 0
-        for b in self.log.read(fetch_offset, lso if isolation_level == READ_COMMITTED else hw, max_bytes, max_records):
-            out.append(FetchedBatch(b.base_offset, b.last_offset, b.payload, b.producer_id,
-                                    b.is_transactional, b.is_control))
-            records += b.last_offset - max(b.base_offset, fetch_offset) + 1
-            if max_records is not None and records >= max_records:
-                break
+        out = [FetchedBatch(b.base_offset, b.last_offset, b.payload, b.producer_id, b.is_transactional, b.is_control)
+               for b in self.log.read(fetch_offset, lso if isolation_level == READ_COMMITTED else hw, max_bytes,
+                                      max_records)]
         aborted = ()
         if isolation_level == READ_COMMITTED and out:
             aborted = tuple(AbortedTransaction(a.producer_id, a.first_offset)

@@ -55,7 +55,11 @@ LATENCY_PARTITIONS = 4
 LATENCY_CONSUMERS = 4
 # The same measure with a queue that keeps up easily: what a record waits for the path alone.
 LIGHT = {"rate": 20, "partitions": 1, "consumers": 1}
-BATCHING_PRODUCER = {"linger_ms": 100, "batch_size": 1 << 20}
+# Kafka 4's default linger.ms. Each batch is a Ray call to its partition's leader, and at 2 ms
+# (about two records a call) the calls alone held the two cores: the producer reached only
+# 3,200-3,800 of its 5,000 records/s.
+DEFAULT_PRODUCER = {"linger_ms": 5}
+BATCHING = {"producer_config": {"linger_ms": 100, "batch_size": 1 << 20}}
 
 
 @ray.remote(num_cpus=0)
@@ -233,7 +237,7 @@ def _percentiles(samples_ms: list[float]) -> dict:
 
 def latency(cluster: Cluster, group: str, seconds: float, rate: int = LATENCY_RATE,
             partitions: int = LATENCY_PARTITIONS, consumers: int = LATENCY_CONSUMERS,
-            linger_ms: int = 5, batch_size: int = 16384) -> dict:
+            producer_config: dict = DEFAULT_PRODUCER) -> dict:
     topic = f"{group}-topic"
     cluster.create_topic(topic, partitions)
     clients = _subscribed(cluster, group, topic, partitions, consumers)
@@ -271,10 +275,7 @@ def latency(cluster: Cluster, group: str, seconds: float, rate: int = LATENCY_RA
     value = os.urandom(RECORD)
     cpu = _cpu_times()
     cpu_of = _process_cpu()
-    # By default Kafka 4's linger.ms. Each batch is a Ray call to its partition's leader, and
-    # at 2 ms (about two records a call) the calls alone held the two cores: the producer
-    # reached only 3,200-3,800 of its 5,000 records/s.
-    with cluster.producer(linger_ms=linger_ms, batch_size=batch_size) as producer:
+    with cluster.producer(**producer_config) as producer:
         started = time.perf_counter()
         for i in range(total):
             due = started + i / rate
@@ -293,7 +294,7 @@ def latency(cluster: Cluster, group: str, seconds: float, rate: int = LATENCY_RA
     _finish(cluster, clients, group, topic, partitions)
     early = sum(1 for k, t in delivered.items() if k in acked and t < acked[k])
     return {"records": total, "target_records_per_s": rate, "produced_records_per_s": round(total / produce_s),
-            "producer": {"linger_ms": linger_ms, "batch_size": batch_size},
+            "producer": producer_config,
             "consumers": consumers, "partitions": partitions,
             "delivery": _percentiles([max(t - acked[k], 0) * 1000 for k, t in delivered.items() if k in acked]),
             "acknowledgement_durable": _percentiles([max(t - acked[k], 0) * 1000 for k, t in durable.items()
@@ -334,7 +335,7 @@ def main() -> None:
                         out["throughput"].append(run)
                         print(json.dumps(run), file=sys.stderr, flush=True)
                 if args.latency_s > 0:
-                    for name, shape in (("goal", {}), ("goal_batching_producer", BATCHING_PRODUCER),
+                    for name, shape in (("goal", {}), ("goal_batching_producer", BATCHING),
                                         ("light", LIGHT)):
                         run = latency(cluster, f"latency-{name}-{int(fsync)}", args.latency_s, **shape)
                         run.update(fsync=fsync, load=name)

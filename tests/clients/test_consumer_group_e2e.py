@@ -305,12 +305,12 @@ def test_consumers_and_the_coordinator_killed_while_records_flow(cluster):
         # after the read would count as owned until the kill. The group settled once can
         # still be finishing a move (one run saw a partition handed on 7 ms before the kill),
         # so it must be settled before and after the read, with the log unchanged.
-        while True:
+        def read_while_still():
             settle("stable before the kill")
             history = ray.get(victim._actor.ownership_history.remote())
-            if (settled(cluster, g, consumers)
-                    and ray.get(victim._actor.ownership_history.remote()) == history):
-                break
+            still = settled(cluster, g, consumers) and ray.get(victim._actor.ownership_history.remote()) == history
+            return (history,) if still else None
+        (history,) = wait_until(read_while_still, timeout_s=120, message="the group still around the log read")
         ray.kill(victim._actor, no_restart=False)
         consumers.remove(victim)
         logs.append(intervals(history, time.time()))
