@@ -2,7 +2,9 @@
 import threading
 import time
 
-from actors import ConsumerRebalanceListener, naming
+import ray
+
+from actors import Cluster, ConsumerRebalanceListener, naming
 from runtime.messages.topics import READ_COMMITTED, READ_UNCOMMITTED, FetchRequest
 from runtime.topics.data import decode_entries
 from runtime.topics.isolation import filter_aborted
@@ -101,3 +103,24 @@ def transactions_settled(cluster, topic, partitions):
         if r.last_stable_offset != r.high_watermark:
             return False
     return True
+
+
+@ray.remote(num_cpus=0, max_restarts=0)
+class ShareConsumerProcess:
+    """A share consumer in a process of its own, for tests whose consumer dies with its process
+    (ray.kill): no acknowledgement, no leave, its network thread gone with it."""
+
+    def __init__(self, namespace: str, group_id: str, topic: str, **config) -> None:
+        self.consumer = Cluster.connect(namespace=namespace).share_consumer(group_id, **config)
+        self.consumer.subscribe(topic)
+
+    def member_id(self) -> str:
+        return self.consumer.member_id
+
+    def poll_records(self, count: int, timeout_s: float = 60) -> list:
+        """At least `count` records, polled without acknowledging them."""
+        deadline, got = time.monotonic() + timeout_s, []
+        while len(got) < count:
+            assert time.monotonic() < deadline, f"{len(got)} of {count} records after {timeout_s} s"
+            got.extend(self.consumer.poll(0.1))
+        return got

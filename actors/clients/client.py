@@ -29,8 +29,9 @@ __all__ = ["ClientActor", "ClientFacade"]
 
 
 class ClientActor:
-    """Base of async client actors. Subclasses spawn their loops with `_spawn` and call
-    cluster actors with `_call`."""
+    """Base of a client's background work, in a client actor or on the process's network
+    thread (`network_thread`). Subclasses spawn their loops with `_spawn` and call cluster
+    actors with `_call`."""
 
     def __init__(self, namespace: str, config: dict, client_id: str) -> None:
         self.namespace = namespace

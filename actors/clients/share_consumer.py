@@ -1,32 +1,36 @@
-"""The share consumer (KIP-932): confluent-kafka's ShareConsumer API, plus what it lacks, over
-a client actor.
+"""The share consumer (KIP-932): confluent-kafka's ShareConsumer API, plus what it lacks.
 
 The facade (`ShareConsumer`) keeps what the user holds (the records of the last poll and the
 acknowledgements made since, in `runtime.clients.share_acknowledgements.InFlightRecords`)
-and sends them with the next poll or commit in one Ray call. The client actor
-(`ShareConsumerActor`) heartbeats for its share membership (ShareMembershipManager), keeps
-one share fetch in flight per assigned partition, each carrying that partition's
-acknowledgements, against the SharePartition actors, and buffers what they return (the
-bookkeeping is `runtime.clients.share_fetch.ShareFetchBook`). A SharePartition that is not
-there (never used, gone idle, or lost with its owner) is created by the controller, and the
-call goes to the new one. Acknowledgements for a partition whose fetch is still waiting go
-out on their own (ShareAcknowledge).
+and hands them to the next poll or commit. Its background work (`ShareConsumerBackground`)
+runs on the process's network thread, as Kafka's share consumer runs its request managers
+on its own: it heartbeats for the share membership (ShareMembershipManager), keeps one share
+fetch in flight per assigned partition, each carrying that partition's acknowledgements,
+against the SharePartition actors, and buffers what they return (the bookkeeping is
+`runtime.clients.share_fetch.ShareFetchBook`). It runs in the user's process rather than in
+a client actor because a poll then costs no Ray call of its own and the records cross one
+process fewer (the README's share group figures say what that saved). A SharePartition that
+is not there (never used, gone idle, or lost with its owner) is created by the controller,
+and the call goes to the new one. Acknowledgements for a partition whose fetch is still
+waiting go out on their own (ShareAcknowledge).
 
 `close()` leaves the group and asks each SharePartition to release what the member still
 holds. A SharePartition refuses a member its group no longer has (UNKNOWN_MEMBER_ID): the
 member takes that as a fence, fetches nothing until it has joined again, and reports the
-acknowledgements refused with it.
+acknowledgements refused with it. A consumer dropped without close stops its background work
+and sends nothing more, as if its process had died: the group fences it after the session
+timeout and the SharePartitions free its records when their locks run out.
 """
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import time
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
-
-import ray
 
 from runtime.clients.share_acknowledgements import AckResult, InFlightRecords, commit_outcome
 from runtime.clients.share_fetch import FetchPartition, ShareFetchBook, records_of
@@ -36,13 +40,14 @@ from runtime.errors import Errors, KafkaError
 from runtime.messages.share import AcknowledgeType
 
 from .. import naming
-from .client import ClientActor, ClientFacade
-from ..errors import to_kafka_error
+from .client import ClientActor
+from .network_thread import NetworkThread, result_within
+from ..errors import map_errors, to_kafka_error
 from ..retry import Backoff
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ShareConsumer", "ShareConsumerActor", "AcknowledgeType", "DEFAULT_CONFIG"]
+__all__ = ["ShareConsumer", "ShareConsumerBackground", "AcknowledgeType", "DEFAULT_CONFIG"]
 
 DEFAULT_CONFIG: dict = {
     "client_id": None,
@@ -69,10 +74,11 @@ class PollResult:
     lock_timeout_ms: int
 
 
-class ShareConsumerActor(ClientActor):
-    """Carries the cores' requests to the group coordinator and the SharePartitions and their
-    answers back: the membership manager decides the heartbeats and the assignment, the
-    fetch book which fetches and acknowledgements go out and what their answers mean."""
+class ShareConsumerBackground(ClientActor):
+    """The share consumer's work on the network thread: carries the cores' requests to the
+    group coordinator and the SharePartitions and their answers back. The membership manager
+    decides the heartbeats and the assignment, the fetch book which fetches and
+    acknowledgements go out and what their answers mean."""
 
     def __init__(self, namespace: str, config: dict, client_id: str, group_id: str, member_id: str,
                  settings: dict) -> None:
@@ -279,7 +285,7 @@ class ShareConsumerActor(ClientActor):
                 "fetching": sorted(tp for tp, p in self.book.partitions.items() if p.fetching)}
 
 
-class ShareConsumer(ClientFacade):
+class ShareConsumer:
     """`cluster.share_consumer(group_id, share_acknowledgement_mode="implicit", **config)`.
 
     In implicit mode the records of a poll are accepted by the next poll, commit or close. In
@@ -307,8 +313,35 @@ class ShareConsumer(ClientFacade):
         self._lock_timeout_ms = -1
         self._closed = False
         self._cluster = cluster
-        super().__init__(cluster, "share-consumer", ShareConsumerActor, client_id, group_id, self.member_id,
-                         settings)
+        self.client_id = client_id
+        self._network = NetworkThread.instance()
+        self._background = ShareConsumerBackground(cluster.namespace, cluster.config, client_id, group_id,
+                                                   self.member_id, settings)
+        self._calls: set[concurrent.futures.Future] = set()  # under way, for _abandon
+        self._finalizer = weakref.finalize(self, self._network.call_soon, _stop, self._background)
+
+    def _submit(self, method: str, *args) -> concurrent.futures.Future:
+        future = self._network.submit(getattr(self._background, method)(*args))
+        self._calls.add(future)
+        future.add_done_callback(self._calls.discard)
+        return future
+
+    def _call(self, method: str, *args, timeout_s: float | None = 60.0) -> Any:
+        """A call on the background work, waited for on the user's thread."""
+        with map_errors():
+            try:
+                return result_within(self._submit(method, *args), timeout_s)
+            except concurrent.futures.CancelledError:
+                raise KafkaError(Errors.INVALID_REQUEST, "the share consumer was abandoned") from None
+
+    def _abandon(self) -> None:
+        """Stop at once, sending nothing more (no acknowledgement, no leave), as a process
+        that dies does; calls under way fail. What the member held comes back when the
+        SharePartitions' locks run out, and the group fences it after its session timeout."""
+        self._closed = True
+        for future in list(self._calls):
+            future.cancel()
+        self._finalizer()
 
     def subscribe(self, topics) -> None:
         if isinstance(topics, str):
@@ -382,12 +415,11 @@ class ShareConsumer(ClientFacade):
     def _finish_async_commits(self, wait: bool = False) -> None:
         if not self._async_commits:
             return
-        done, pending = ray.wait(self._async_commits, num_returns=len(self._async_commits),
-                                 timeout=30 if wait else 0)
-        self._async_commits = pending
-        for ref in done:
+        done, pending = concurrent.futures.wait(self._async_commits, timeout=30 if wait else 0)
+        self._async_commits = list(pending)
+        for future in done:
             try:
-                results = ray.get(ref)
+                results = future.result()
             except Exception as e:
                 error = to_kafka_error(e)
                 if self._callback is not None:
@@ -419,7 +451,7 @@ class ShareConsumer(ClientFacade):
             self._settle(self._call("close", self._records.take()))
         finally:
             self._closed = True
-            self._kill()
+            self._finalizer()
 
     def __enter__(self) -> "ShareConsumer":
         return self
@@ -427,3 +459,7 @@ class ShareConsumer(ClientFacade):
     def __exit__(self, *exc) -> None:
         self.close()
 
+
+def _stop(background: ShareConsumerBackground) -> None:
+    """On the network thread: end the background work, sending nothing."""
+    asyncio.ensure_future(background._stop_tasks())

@@ -40,8 +40,7 @@ RESERVE_GB = 3  # the OS, Ray's own processes (GCS, raylet, dashboard agent), th
 KINDS = {"ControllerActor": "controller", "GroupCoordinatorActor": "group coordinator",
          "ShareCoordinatorActor": "share coordinator", "TransactionCoordinatorActor": "transaction coordinator",
          "PartitionLeaderActor": "partition leader", "SharePartitionActor": "share partition",
-         "ConsumerActor": "consumer client", "ModernConsumerActor": "consumer client",
-         "ShareConsumerActor": "share consumer client"}
+         "ConsumerActor": "consumer client", "ModernConsumerActor": "consumer client"}
 
 
 def smaps_mb(pid: int) -> tuple[float, float] | None:

@@ -1,7 +1,7 @@
 """Where a share poll's time goes: produce, then share-consume 1 KiB records with explicit
-acknowledgement (500 a poll) and report, per process of the path (the facade in this process,
-the share consumer's client actor, the SharePartitions, the partition leaders, the share
-coordinators, Ray's own raylet and GCS), the CPU seconds it spent per 500-record batch, next
+acknowledgement (500 a poll) and report, per process of the path (this process, where the
+share consumers and their network thread run, the SharePartitions, the partition leaders, the
+share coordinators, Ray's own raylet and GCS), the CPU seconds it spent per 500-record batch, next
 to the wall time per batch. With --py-spy, py-spy samples every one of those processes for
 the whole run and the report adds each one's busiest functions (own time).
 
@@ -151,7 +151,7 @@ def main() -> None:
             spy.wait(timeout=60)
         batches = total[0] / BATCH
         per_role: dict[str, float] = collections.defaultdict(float)
-        per_role["facade (this process)"] = me_after - me_before
+        per_role["share consumers (this process)"] = me_after - me_before
         for pid, t in after.items():
             per_role[roles[pid]] += t - before.get(pid, t)
         hops = {role: round(1000 * s / batches, 2) for role, s in sorted(per_role.items(), key=lambda kv: -kv[1])

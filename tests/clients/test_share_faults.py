@@ -8,6 +8,7 @@ import ray
 from actors import AcknowledgeType, TopicPartition, naming
 from runtime.errors import Errors
 from tests.conftest import wait_until
+from tests.helpers import ShareConsumerProcess
 
 LOCK_MS = 1500
 LIMIT = 4
@@ -51,11 +52,11 @@ def start_offset(cluster, group, topic, partition=0):
 def test_records_of_a_killed_consumer_come_back_after_the_lock(cluster):
     cluster.create_topic("f-kill", 1)
     produce(cluster, "f-kill", 5)
-    holder = cluster.share_consumer("g-kill", share_acknowledgement_mode="explicit", **FAST)
-    holder.subscribe("f-kill")
-    held = poll_records(holder, 5)
+    holder = ShareConsumerProcess.remote(cluster.namespace, "g-kill", "f-kill", share_acknowledgement_mode="explicit",
+                                         **FAST)
+    held = ray.get(holder.poll_records.remote(5))
     assert {r.delivery_count for r in held} == {1}
-    ray.kill(holder._actor)  # the process dies: no acknowledgement, no leave
+    ray.kill(holder)  # the process dies: no acknowledgement, no leave
     with cluster.share_consumer("g-kill", share_acknowledgement_mode="explicit", **FAST) as other:
         other.subscribe("f-kill")
         back = poll_records(other, 5, acknowledge=True)
@@ -154,7 +155,7 @@ def test_at_least_once_ledger_with_random_acknowledgements_and_crashes(cluster):
         i = rng.randrange(len(consumers))
         c = consumers[i]
         if rng.random() < 0.04:
-            ray.kill(c._actor)  # crash: what it holds comes back after the lock
+            c._abandon()  # as if its process died: what it holds comes back after the lock
             killed.add(c.member_id)
             consumers[i] = new_consumer()
             return False

@@ -44,7 +44,7 @@ def test_an_altered_lock_duration_reaches_a_running_share_partition(cluster):
     holder.subscribe("cfg")
     held = poll_records(holder, 3)
     killed_at = time.monotonic()
-    ray.kill(holder._actor)  # no leave; its session (30 s) outlives the group's 1.5 s lock
+    holder._abandon()  # no leave; its session (30 s) outlives the group's 1.5 s lock
     with cluster.share_consumer("g-cfg", share_acknowledgement_mode="explicit", **FAST) as other:
         other.subscribe("cfg")
         back = poll_records(other, 3, timeout_s=25, acknowledge=True)

@@ -28,7 +28,7 @@ def test_the_start_offset_takes_the_log_start_offset_up_when_kafkas_does(cluster
     # The fetch its last poll left under way would take the late record below: it ends
     # first. Then 0-9 stay held until their locks expire, as the holder fetches no more.
     wait_until(lambda: not holder._call("state")["fetching"], message="the holder's last fetch over")
-    ray.kill(holder._actor)
+    holder._abandon()  # as if its process died: no acknowledgement, no leave
 
     leader = cluster.partition_leader("short", 0)
     assert ray.get(leader.apply_retention.remote())

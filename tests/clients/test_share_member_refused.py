@@ -84,7 +84,7 @@ def test_a_member_that_left_or_was_fenced_cannot_acquire(cluster):
     killed.subscribe("r-gone")
     held = poll_records(killed, 4)
     killed_id = killed.member_id
-    ray.kill(killed._actor)  # no leave: the session timeout fences it, and its records go back
+    killed._abandon()  # as if its process died, no leave: the session timeout fences it, and its records go back
     wait_until(lambda: killed_id not in members(cluster, "g-gone"), timeout_s=20, message="the fence")
     wait_until(lambda: all(states(cluster, "g-gone", "r-gone")[o][0] == "AVAILABLE" for o in range(4)),
                message="the fenced member's records released")

@@ -2,8 +2,9 @@
 
 For `--minutes`, a producer, a classic consumer group, a KIP-848 consumer group, a share
 group and a transactional producer work on a Cluster.local, while the chaos loop kills, at
-random, a group, share or transaction coordinator, a partition leader, a SharePartition or a
-client actor (a consumer's or a share consumer's: its user then starts a new consumer). Ray
+random, a group, share or transaction coordinator, a partition leader, a SharePartition, a
+consumer's client actor or a share consumer (stopped as if its process died); its user then
+starts a new one. Ray
 restarts the server actors (they reload from their logs); the clients find them again.
 Every client keeps a ledger, and at the end the soak checks:
 
@@ -119,7 +120,7 @@ class Member:
 
 
 class ShareMember:
-    """One share consumer slot (explicit acknowledgement), replaced when its actor is killed."""
+    """One share consumer slot (explicit acknowledgement), replaced when it is killed."""
 
     def __init__(self, soak: "Soak", n: int) -> None:
         self.soak, self.n = soak, n
@@ -134,7 +135,7 @@ class ShareMember:
 
     def kill(self) -> None:
         with self.lock:
-            ray.kill(self.consumer._actor, no_restart=True)
+            self.consumer._abandon()  # as if its process died: its calls under way fail
             self.consumer = None
 
     def step(self) -> None:

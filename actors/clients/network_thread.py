@@ -1,0 +1,63 @@
+"""The process's network thread: one asyncio event loop on a daemon thread, where the clients
+that live in the user's process run their background work (Kafka's ConsumerNetworkThread).
+
+The share consumer runs here rather than in a client actor: its polls hand the user records
+without a Ray call and without the records crossing one more process. Every share consumer of
+the process shares the loop; a user's call blocks its own thread until its coroutine is done.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+from typing import Any, Coroutine
+
+from runtime.errors import Errors, KafkaError
+
+__all__ = ["NetworkThread"]
+
+
+class NetworkThread:
+    _instance: "NetworkThread | None" = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="shoal-network-thread", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def instance(cls) -> "NetworkThread":
+        """The process's network thread, started by the first client that needs it."""
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = cls()
+            return cls._instance
+
+    def submit(self, coroutine: Coroutine) -> concurrent.futures.Future:
+        """Start `coroutine` on the loop; cancelling the future cancels it."""
+        if threading.current_thread() is self._thread:
+            coroutine.close()
+            raise RuntimeError("a client call from the network thread itself would wait for itself")
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    @classmethod
+    def _forget(cls) -> None:
+        cls._instance = None  # a forked child has the loop but not its thread
+
+    def call_soon(self, callback, *args) -> None:
+        """Run `callback(*args)` on the loop, from any thread, without waiting."""
+        self.loop.call_soon_threadsafe(callback, *args)
+
+
+def result_within(future: concurrent.futures.Future, timeout_s: float | None) -> Any:
+    """`future`'s result; REQUEST_TIMED_OUT (with it cancelled) after `timeout_s`."""
+    try:
+        return future.result(timeout_s)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise KafkaError(Errors.REQUEST_TIMED_OUT, f"no answer within {timeout_s} s") from None
+
+
+os.register_at_fork(after_in_child=NetworkThread._forget)
