@@ -77,8 +77,7 @@ class ShareChunk:
         topic, partition, base = self.tp.topic, self.tp.partition, self.base_offset
         out = []
         for first, last, count in self.ranges:
-            for r in entries[first - base:last - base + 1]:
-                out.append(ConsumerRecord(topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers, count))
+            out.extend(ConsumerRecord(topic, partition, *r, count) for r in entries[first - base:last - base + 1])
         return out
 
 

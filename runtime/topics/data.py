@@ -104,8 +104,8 @@ def decode_entries(payload: bytes, base_offset: int) -> list[DataRecord]:
         return [DataRecord(base_offset + i, h.base_timestamp + td, k, v, hs)
                 for i, (_, td, k, v, hs) in enumerate(records)]
     entries = msgpack.unpackb(payload, use_list=False, raw=False)
-    return [DataRecord(base_offset + i, ts, k, v, tuple((h[0], h[1]) for h in hs))
-            for i, (ts, k, v, hs) in enumerate(entries)]
+    # use_list=False: the headers are already a tuple of (key, value) tuples.
+    return [DataRecord(base_offset + i, ts, k, v, hs) for i, (ts, k, v, hs) in enumerate(entries)]
 
 
 # Control records (transaction markers) written by the transaction coordinator.
