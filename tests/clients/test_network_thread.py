@@ -1,0 +1,47 @@
+"""The process's network thread, where share consumers do their background work: one loop
+for the whole process, calls that time out cancel their work, and a call made from the loop
+itself is refused rather than left to wait for itself forever."""
+import asyncio
+
+import pytest
+
+from actors.clients.network_thread import NetworkThread, result_within
+from runtime.errors import Errors, KafkaError
+
+
+def test_every_client_of_a_process_shares_one_network_thread():
+    assert NetworkThread.instance() is NetworkThread.instance()
+
+
+def test_a_call_that_times_out_is_cancelled_and_raises_request_timed_out():
+    network = NetworkThread.instance()
+    cancelled = asyncio.Event()
+
+    async def slow():
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async def was_cancelled():
+        await asyncio.wait_for(cancelled.wait(), 10)
+        return True
+
+    with pytest.raises(KafkaError) as e:
+        result_within(network.submit(slow()), 0.05)
+    assert e.value.error is Errors.REQUEST_TIMED_OUT
+    assert result_within(network.submit(was_cancelled()), 15)
+
+
+def test_a_call_from_the_network_thread_itself_is_refused():
+    network = NetworkThread.instance()
+
+    async def nested():
+        async def inner():
+            return 1
+        with pytest.raises(RuntimeError):
+            network.submit(inner())
+        return "refused"
+
+    assert result_within(network.submit(nested()), 10) == "refused"
