@@ -158,12 +158,11 @@ def footprint() -> dict:
 
     share_step = steps[3]["kinds"]
     leader, sp = share_step["partition leader"]["pss_mb_mean"], share_step["share partition"]["pss_mb_mean"]
-    client = share_step["share consumer client"]["pss_mb_mean"]
     base = steps[0]["pss_mb_total"]
     budget_mb = (MACHINE_GB - RESERVE_GB) * 1024 - base
     # A share-group deployment: P partitions, each with its leader and one group's
-    # SharePartition, and one share consumer (client actor) per 4 partitions.
-    per_partition = leader + sp + client / 4
+    # SharePartition. Share consumers run in their users' processes: no actor of their own.
+    per_partition = leader + sp
     summary = {
         "benchmark": "footprint",
         "conditions": {"machine_gb": MACHINE_GB, "cpus": os.cpu_count(), "python": sys.version.split()[0],
@@ -178,9 +177,9 @@ def footprint() -> dict:
             "extrapolated": True,
             "assumes": (f"{RESERVE_GB} GB for the OS and Ray's own processes; the base deployment "
                         f"({base} MB); per partition its leader ({leader} MB) and one share group's SharePartition "
-                        f"({sp} MB), and a share consumer client ({client} MB) per 4 partitions; PSS figures"),
+                        f"({sp} MB); the share consumers' own processes not counted; PSS figures"),
             "partitions_with_one_busy_share_group": int(budget_mb // per_partition),
-            "partitions_when_share_partitions_are_idle_and_expired": int(budget_mb // (leader + client / 4)),
+            "partitions_when_share_partitions_are_idle_and_expired": int(budget_mb // leader),
         },
     }
     return summary

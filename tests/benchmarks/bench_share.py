@@ -17,14 +17,15 @@ to the producer, the time until a consumer's poll returned it (delivery) and unt
 acknowledgement was durable (commit_sync returned). Goal (fsync off): p50 under 10 ms, p99
 under 50 ms. Beside it, the same at 20 records/s with one consumer on one partition: the
 path's own latency, with nothing queued. And the goal's load once more with a producer that
-batches (100 ms linger, 1 MiB batches: about 40 produce calls/s instead of some 650): it
+batches (100 ms linger, 1 MiB batches: about 40 produce calls/s instead of some 800): it
 tells the share path's cost from the producer's, whose calls to the partition leaders take
 most of the two cores at Kafka's default linger.
 
 The load average (1 minute) is given beside each figure, for the machine may be shared, and
 the share of the machine's CPU that was busy during the run (`cpu_busy`, 1.0: every core);
 beside each latency run, the cores each kind of process kept busy while the producer ran
-(`cores_by_process`: the driver holds the producer and the consumers' facades).
+(`cores_by_process`: the driver holds the producer and the share consumers, with their
+network thread).
 
     python tests/benchmarks/bench_share.py [--records 200000] [--latency-s 5]
 """
