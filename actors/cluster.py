@@ -442,8 +442,8 @@ class Cluster:
         return Consumer(self, group_id=group_id, **config)
 
     def share_consumer(self, group_id: str, **config) -> "ShareConsumer":
-        """confluent-kafka's ShareConsumer over a client actor; `share_acknowledgement_mode`
-        is "implicit" (default) or "explicit"."""
+        """confluent-kafka's ShareConsumer, its background work on this process's network
+        thread; `share_acknowledgement_mode` is "implicit" (default) or "explicit"."""
         from .clients.share_consumer import ShareConsumer
         return ShareConsumer(self, group_id, **config)
 

@@ -1,1 +1,2 @@
-"""The client actors and their facades: consumer, share consumer, producer, admin."""
+"""The clients: consumer (a client actor and its facade), share consumer (a facade and its
+network thread), producer, admin."""

@@ -4,7 +4,7 @@
 ShareAcknowledge carry them (Kafka's Acknowledgements). `InFlightRecords` is what the user's
 side decides (Kafka's ShareFetch and ShareInFlightBatch): which records of the last poll are
 still in hand, which acknowledgements wait to be sent, what implicit mode accepts, and which
-renewed records the next poll hands out again. The client actor and the facade only carry
+renewed records the next poll hands out again. The facade and its background work only carry
 them to the SharePartitions and back.
 """
 from __future__ import annotations

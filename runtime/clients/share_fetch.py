@@ -1,15 +1,15 @@
-"""What the share consumer's client actor decides about fetching and acknowledging, sans I/O
+"""What the share consumer's background work decides about fetching and acknowledging, sans I/O
 (the bookkeeping of Kafka's ShareConsumeRequestManager).
 
 Per partition of the subscription it keeps whether a ShareFetch is under way and the offsets
 acquired without a record (acknowledged as GAP with the next send). It decides which
 acknowledgements ride on a fetch and which go on their own (ShareAcknowledge), builds the
 requests, and turns the responses into buffered records and per-partition outcomes. The
-actor sends the requests and reports what came back.
+background work sends the requests and reports what came back.
 
-Records stay in their log batches (`ShareChunk`) until the user's process takes them: the
-client actor never decodes them, and a poll carries a few batches' bytes rather than one
-object per record. A buffered record is handed out only in the membership it was acquired in
+Records stay in their log batches (`ShareChunk`) until the user's thread takes them: the
+network thread never decodes them, and a poll hands over a few batches' bytes rather than
+one object per record. A buffered record is handed out only in the membership it was acquired in
 (the member's stamp, `ShareMembershipManager.stamp`): once the group has lost the member, the
 SharePartitions gave what it held back (its delivery not counted), another member may hold
 the record with the same delivery count, so the book drops it unseen and unacknowledged. As in

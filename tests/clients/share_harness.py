@@ -3,8 +3,8 @@
 `ShareClientHarness` runs the real group coordinator shard (through ShardHarness, whose
 clock is the harness's) and one pure SharePartition per topic partition, over an in-memory
 log. `ShareMember` wires a ShareMembershipManager, a ShareFetchBook and InFlightRecords
-together the way the client actor and the facade do, and serves each request at once: what
-the actor awaits, the harness answers synchronously.
+together the way the facade and its background work do, and serves each request at once:
+what the background work awaits, the harness answers synchronously.
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ class ShareClientHarness:
 
     def advance(self, ms: int, step_ms: int = 1000) -> None:
         """Time passes in steps: the coordinator's timers fire, record locks expire, and the
-        members heartbeat after each step, as their client actors would in the background."""
+        members heartbeat after each step, as their background work would."""
         while ms > 0:
             step = min(ms, step_ms)
             ms -= step

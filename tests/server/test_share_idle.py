@@ -76,7 +76,7 @@ def test_an_idle_share_partition_leaves_and_comes_back_with_its_state(cluster):
                message="the idle SharePartition gone")
     assert folder_bytes(state_dir) == written
 
-    # The same consumer (its client actor holds the old handle) fetches again: a new actor
+    # The same consumer (its background work holds the old handle) fetches again: a new actor
     # loads the state; 0-3 are done, 4-9 come back with their second delivery.
     produce(cluster, "idle", 2, start=10)
     again = sorted(poll_records(c, 8), key=lambda r: r.offset)
