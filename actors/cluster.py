@@ -9,6 +9,7 @@ import secrets
 import shutil
 import tempfile
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,6 +141,8 @@ class Cluster:
         self._owns_deployment = owns_deployment
         self.directory = ActorDirectory(namespace)
         self._closed = False
+        # Share consumers made here run in this process: they stop before Ray does.
+        self._share_consumers: weakref.WeakSet = weakref.WeakSet()
 
     # ------------------------------------------------------------------ starting and finding
 
@@ -445,7 +448,9 @@ class Cluster:
         """confluent-kafka's ShareConsumer, its background work on this process's network
         thread; `share_acknowledgement_mode` is "implicit" (default) or "explicit"."""
         from .clients.share_consumer import ShareConsumer
-        return ShareConsumer(self, group_id, **config)
+        consumer = ShareConsumer(self, group_id, **config)
+        self._share_consumers.add(consumer)
+        return consumer
 
     # ------------------------------------------------------------------ status and shutdown
 
@@ -469,10 +474,13 @@ class Cluster:
 
     def shutdown(self) -> None:
         """Stop this deployment's actors if this process made it (a local cluster, or
-        `shoal down`); a connected client only lets go."""
+        `shoal down`); a connected client only lets go. Share consumers made here and not
+        closed stop first, sending nothing more."""
         if self._closed:
             return
         self._closed = True
+        for consumer in list(self._share_consumers):
+            consumer._abandon()  # those not closed: as if their process ended
         if self._owns_deployment or not self.detached:
             self.destroy()
         if self._owns_data_dir:

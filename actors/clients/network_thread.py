@@ -4,13 +4,20 @@ that live in the user's process run their background work (Kafka's ConsumerNetwo
 The share consumer runs here rather than in a client actor: its polls hand the user records
 without a Ray call and without the records crossing one more process. Every share consumer of
 the process shares the loop; a user's call blocks its own thread until its coroutine is done.
+
+A client's background work must end before Ray does: Ray's shutdown takes the core worker
+away under any call still in flight on this thread. So the clients the thread runs stop at
+the interpreter's exit before Ray's own exit hook (registered earlier, run later), and a
+Cluster stops its share consumers before it shuts Ray down.
 """
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import os
 import threading
+import weakref
 from typing import Any, Coroutine
 
 from runtime.errors import Errors, KafkaError
@@ -26,6 +33,8 @@ class NetworkThread:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="shoal-network-thread", daemon=True)
         self._thread.start()
+        self._clients: weakref.WeakSet = weakref.WeakSet()  # whose background work runs here
+        atexit.register(self._stop_all)
 
     @classmethod
     def instance(cls) -> "NetworkThread":
@@ -41,6 +50,22 @@ class NetworkThread:
             coroutine.close()
             raise RuntimeError("a client call from the network thread itself would wait for itself")
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def register(self, client) -> None:
+        """`client` (a ClientActor) runs its background work here."""
+        self._clients.add(client)
+
+    def stop(self, client, timeout_s: float = 10.0) -> None:
+        """End `client`'s background work, sending nothing more, and wait until it has."""
+        self._clients.discard(client)
+        try:
+            result_within(self.submit(client._stop_tasks()), timeout_s)
+        except KafkaError:
+            pass  # a task that will not end: the process or Ray ends it
+
+    def _stop_all(self) -> None:
+        for client in list(self._clients):
+            self.stop(client, timeout_s=2.0)
 
     @classmethod
     def _forget(cls) -> None:

@@ -318,6 +318,7 @@ class ShareConsumer:
         self._background = ShareConsumerBackground(cluster.namespace, cluster.config, client_id, group_id,
                                                    self.member_id, settings)
         self._calls: set[concurrent.futures.Future] = set()  # under way, for _abandon
+        self._network.register(self._background)
         self._finalizer = weakref.finalize(self, self._network.call_soon, _stop, self._background)
 
     def _submit(self, method: str, *args) -> concurrent.futures.Future:
@@ -337,11 +338,13 @@ class ShareConsumer:
     def _abandon(self) -> None:
         """Stop at once, sending nothing more (no acknowledgement, no leave), as a process
         that dies does; calls under way fail. What the member held comes back when the
-        SharePartitions' locks run out, and the group fences it after its session timeout."""
+        SharePartitions' locks run out, and the group fences it after its session timeout.
+        Returns once the background work has ended."""
         self._closed = True
         for future in list(self._calls):
             future.cancel()
-        self._finalizer()
+        self._finalizer.detach()
+        self._network.stop(self._background)
 
     def subscribe(self, topics) -> None:
         if isinstance(topics, str):

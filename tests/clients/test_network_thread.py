@@ -45,3 +45,21 @@ def test_a_call_from_the_network_thread_itself_is_refused():
         return "refused"
 
     assert result_within(network.submit(nested()), 10) == "refused"
+
+
+def test_a_cluster_stops_the_share_consumers_it_made_before_it_shuts_down(ray_session, tmp_path):
+    """Ray's shutdown takes its core worker away under any call still in flight on the network
+    thread: a share consumer left open must have no background work left by then."""
+    from actors import Cluster
+    cluster = Cluster.local(data_dir=str(tmp_path / "shoal"), config={"log.flush.fsync": False})
+    try:
+        cluster.create_topic("left-open", 1)
+        consumer = cluster.share_consumer("g-left-open", fetch_max_wait_ms=100)
+        consumer.subscribe("left-open")
+        consumer.poll(0.2)
+        assert consumer._background._tasks  # heartbeats (and fetches) under way
+    finally:
+        cluster.shutdown()
+    assert not consumer._background._tasks
+    with pytest.raises(KafkaError):
+        consumer.poll(0)
