@@ -114,9 +114,6 @@ class ShareConsumerProcess:
         self.consumer = Cluster.connect(namespace=namespace).share_consumer(group_id, **config)
         self.consumer.subscribe(topic)
 
-    def member_id(self) -> str:
-        return self.consumer.member_id
-
     def poll_records(self, count: int, timeout_s: float = 60) -> list:
         """At least `count` records, polled without acknowledging them."""
         deadline, got = time.monotonic() + timeout_s, []

@@ -55,13 +55,16 @@ class NetworkThread:
         """`client` (a ClientActor) runs its background work here."""
         self._clients.add(client)
 
-    def stop(self, client, timeout_s: float = 10.0) -> None:
-        """End `client`'s background work, sending nothing more, and wait until it has."""
+    def stop(self, client, timeout_s: float | None = 10.0) -> None:
+        """End `client`'s background work, sending nothing more; wait until it has unless
+        `timeout_s` is None (a finalizer, which may run on this very thread, cannot wait)."""
         self._clients.discard(client)
-        try:
-            result_within(self.submit(client._stop_tasks()), timeout_s)
-        except KafkaError:
-            pass  # a task that will not end: the process or Ray ends it
+        future = asyncio.run_coroutine_threadsafe(client._stop_tasks(), self.loop)
+        if timeout_s is not None:
+            try:
+                result_within(future, timeout_s)
+            except KafkaError:
+                pass  # a task that will not end: the process or Ray ends it
 
     def _stop_all(self) -> None:
         for client in list(self._clients):
@@ -70,10 +73,6 @@ class NetworkThread:
     @classmethod
     def _forget(cls) -> None:
         cls._instance = None  # a forked child has the loop but not its thread
-
-    def call_soon(self, callback, *args) -> None:
-        """Run `callback(*args)` on the loop, from any thread, without waiting."""
-        self.loop.call_soon_threadsafe(callback, *args)
 
 
 def result_within(future: concurrent.futures.Future, timeout_s: float | None) -> Any:

@@ -319,7 +319,7 @@ class ShareConsumer:
                                                    self.member_id, settings)
         self._calls: set[concurrent.futures.Future] = set()  # under way, for _abandon
         self._network.register(self._background)
-        self._finalizer = weakref.finalize(self, self._network.call_soon, _stop, self._background)
+        self._finalizer = weakref.finalize(self, self._network.stop, self._background, None)
 
     def _submit(self, method: str, *args) -> concurrent.futures.Future:
         future = self._network.submit(getattr(self._background, method)(*args))
@@ -462,7 +462,3 @@ class ShareConsumer:
     def __exit__(self, *exc) -> None:
         self.close()
 
-
-def _stop(background: ShareConsumerBackground) -> None:
-    """On the network thread: end the background work, sending nothing."""
-    asyncio.ensure_future(background._stop_tasks())

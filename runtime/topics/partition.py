@@ -159,8 +159,9 @@ class PartitionLog:
               isolation_level: int = 0) -> FetchResponse:
         """Whole batches from the one holding fetch_offset, up to the high watermark (the
         last stable offset for read_committed), at most max_bytes of records and no more
-        batches than cover max_records offsets (but always the first batch). A read_committed response lists the aborted transactions that overlap
-        the batches, for `runtime.topics.isolation.filter_aborted`."""
+        batches than cover max_records offsets (but always the first batch). A read_committed
+        response lists the aborted transactions that overlap the batches, for
+        `runtime.topics.isolation.filter_aborted`."""
         self.check_fetch_offset(fetch_offset)
         hw = self.high_watermark
         lso = self.last_stable_offset
