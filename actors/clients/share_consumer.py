@@ -383,7 +383,10 @@ class ShareConsumer:
                                         timeout_s=timeout_ms / 1000 + 60)
         self._lock_timeout_ms = result.lock_timeout_ms
         self._settle(result.results)
-        return self._records.deliver([self._deserialize(r) for r in records_of(result.records)])
+        records = records_of(result.records)
+        if self._key_deserializer is not None or self._value_deserializer is not None:
+            records = [self._deserialize(r) for r in records]
+        return self._records.deliver(records)
 
     def _settle(self, results: list[AckResult]) -> None:
         """Take in the outcomes (renewed records come back with the next poll); the callback
@@ -395,8 +398,6 @@ class ShareConsumer:
 
     def _deserialize(self, r: ConsumerRecord) -> ConsumerRecord:
         kd, vd = self._key_deserializer, self._value_deserializer
-        if kd is None and vd is None:
-            return r
         return r._replace(key=kd(r.key) if kd and r.key is not None else r.key,
                           value=vd(r.value) if vd and r.value is not None else r.value)
 

@@ -71,6 +71,8 @@ def _batch(first: int, types: list[int]) -> AcknowledgementBatch:
 
 def user_ack_type(ack_type) -> AcknowledgeType:
     """The user's acknowledge type, or INVALID_REQUEST (GAP and unknown values are refused)."""
+    if type(ack_type) is AcknowledgeType and ack_type in _USER_TYPES:
+        return ack_type  # called for every record a poll hands out: no enum lookup
     try:
         t = AcknowledgeType(ack_type)
     except ValueError:
@@ -112,26 +114,34 @@ class InFlightRecords:
         """A record of the last poll; anything else is INVALID_RECORD_STATE."""
         ack_type = user_ack_type(ack_type)
         key = (record.topic, record.partition, record.offset)
-        if key not in self.in_hand:
+        held = self.in_hand.pop(key, None)
+        if held is None:
             done = record.offset in self.acks.get(TopicPartition(record.topic, record.partition), {})
             raise KafkaError(Errors.INVALID_RECORD_STATE,
                              f"{record.topic}-{record.partition}@{record.offset} was "
                              + ("already acknowledged" if done else "not delivered by the last poll"))
-        self._queue(key, ack_type)
+        self._queue(key, held, ack_type)
 
     def acknowledge_offset(self, topic: str, partition: int, offset: int, ack_type) -> None:
         """By coordinates: an offset not in hand is still sent, for the SharePartition to judge."""
         ack_type = user_ack_type(ack_type)
         key = (topic, partition, offset)
-        if key in self.in_hand:
-            self._queue(key, ack_type)
+        held = self.in_hand.pop(key, None)
+        if held is not None:
+            self._queue(key, held, ack_type)
         else:
             self.acks.setdefault(TopicPartition(topic, partition), {})[offset] = ack_type
 
-    def _queue(self, key: tuple, ack_type: AcknowledgeType) -> None:
-        record = self.in_hand.pop(key)
-        self.acks.setdefault(TopicPartition(key[0], key[1]), {})[key[2]] = ack_type
-        if ack_type == AcknowledgeType.RENEW:
+    def _queue(self, key: tuple, record: ConsumerRecord, ack_type: AcknowledgeType) -> None:
+        """`record`, just taken out of hand, acknowledged as ack_type."""
+        # A plain (topic, partition) finds its TopicPartition key (a named tuple hashes and
+        # compares as one); a new TopicPartition only for a partition's first record.
+        tp = key[:2]
+        acks = self.acks.get(tp)
+        if acks is None:
+            acks = self.acks[TopicPartition(*tp)] = {}
+        acks[key[2]] = ack_type
+        if ack_type is AcknowledgeType.RENEW:
             self.renewing[key] = record
 
     def raise_if_unacknowledged(self) -> None:
@@ -144,8 +154,9 @@ class InFlightRecords:
     def take(self) -> dict[TopicPartition, dict[int, int]]:
         """The acknowledgements to send now; implicit mode accepts what is still in hand."""
         if not self.explicit:
-            for key in list(self.in_hand):
-                self._queue(key, AcknowledgeType.ACCEPT)
+            for key, record in self.in_hand.items():
+                self._queue(key, record, AcknowledgeType.ACCEPT)
+            self.in_hand = {}
         acks, self.acks = self.acks, {}
         return acks
 
@@ -164,8 +175,10 @@ class InFlightRecords:
         """What a poll hands out (renewed records first); these are now in hand. A renewed
         record whose lock ran out before this poll and that this member's fetch acquired
         again comes once, as the new delivery: the renewed copy is stale."""
-        delivered = {(r.topic, r.partition, r.offset) for r in records}
-        out = [r for r in self.again if (r.topic, r.partition, r.offset) not in delivered] + records
-        self.again = []
+        out = records
+        if self.again:
+            delivered = {(r.topic, r.partition, r.offset) for r in records}
+            out = [r for r in self.again if (r.topic, r.partition, r.offset) not in delivered] + records
+            self.again = []
         self.in_hand = {(r.topic, r.partition, r.offset): r for r in out}
         return out

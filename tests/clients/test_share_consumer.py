@@ -58,6 +58,24 @@ def test_implicit_mode_accepts_each_poll_at_the_next(cluster):
         assert c.poll(0.3) == []
 
 
+def test_deserializers_shape_what_poll_returns_and_those_records_are_acknowledged(cluster):
+    cluster.create_topic("s-deserialized", 1)
+    with cluster.producer(linger_ms=1) as producer:
+        for i in range(5):
+            producer.send("s-deserialized", f"v{i}".encode(), key=f"k{i}".encode())
+        producer.flush()
+    with cluster.share_consumer("g-deserialized", share_acknowledgement_mode="explicit",
+                                key_deserializer=bytes.decode, value_deserializer=lambda b: b.decode().upper(),
+                                **FAST) as c:
+        c.subscribe("s-deserialized")
+        records = poll_until(c, 5)
+        assert [(r.key, r.value) for r in records] == [(f"k{i}", f"V{i}") for i in range(5)]
+        for r in records:
+            c.acknowledge(r)
+        assert c.commit_sync() == {TopicPartition("s-deserialized", 0): None}
+    assert states(cluster, "g-deserialized", "s-deserialized")["start_offset"] == 5
+
+
 def test_explicit_mode_release_reject_renew(cluster):
     cluster.create_topic("s-explicit", 1)
     produce(cluster, "s-explicit", [f"v{i}" for i in range(6)])
