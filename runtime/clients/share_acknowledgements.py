@@ -116,7 +116,7 @@ class InFlightRecords:
         key = (record.topic, record.partition, record.offset)
         held = self.in_hand.pop(key, None)
         if held is None:
-            done = record.offset in self.acks.get(TopicPartition(record.topic, record.partition), {})
+            done = record.offset in self.acks.get(key[:2], {})
             raise KafkaError(Errors.INVALID_RECORD_STATE,
                              f"{record.topic}-{record.partition}@{record.offset} was "
                              + ("already acknowledged" if done else "not delivered by the last poll"))
@@ -126,14 +126,11 @@ class InFlightRecords:
         """By coordinates: an offset not in hand is still sent, for the SharePartition to judge."""
         ack_type = user_ack_type(ack_type)
         key = (topic, partition, offset)
-        held = self.in_hand.pop(key, None)
-        if held is not None:
-            self._queue(key, held, ack_type)
-        else:
-            self.acks.setdefault(TopicPartition(topic, partition), {})[offset] = ack_type
+        self._queue(key, self.in_hand.pop(key, None), ack_type)
 
-    def _queue(self, key: tuple, record: ConsumerRecord, ack_type: AcknowledgeType) -> None:
-        """`record`, just taken out of hand, acknowledged as ack_type."""
+    def _queue(self, key: tuple, record: ConsumerRecord | None, ack_type: AcknowledgeType) -> None:
+        """The offset at `key` acknowledged as ack_type; `record` is what was in hand there
+        (None: nothing, and a RENEW has no record to hand out again)."""
         # A plain (topic, partition) finds its TopicPartition key (a named tuple hashes and
         # compares as one); a new TopicPartition only for a partition's first record.
         tp = key[:2]
@@ -141,7 +138,7 @@ class InFlightRecords:
         if acks is None:
             acks = self.acks[TopicPartition(*tp)] = {}
         acks[key[2]] = ack_type
-        if ack_type is AcknowledgeType.RENEW:
+        if ack_type is AcknowledgeType.RENEW and record is not None:
             self.renewing[key] = record
 
     def raise_if_unacknowledged(self) -> None:
