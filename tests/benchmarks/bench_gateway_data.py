@@ -4,15 +4,19 @@ the partition log's two batch forms cost per MB of records (runtime/topics/data.
 Kafka client's v2 batch is checked and stored as it came and served back as stored, shoal's
 msgpack batch is encoded as v2 for a Kafka client. Prints JSON.
 
-    python tests/benchmarks/bench_gateway_data.py [--records 50000] [--fsync]
+    python tests/benchmarks/bench_gateway_data.py [--records 200000] [--fsync]
 
-Both producers get the same linger (5 ms) and batch size and are idempotent (shoal's is by
-default); librdkafka's default, not idempotent, is measured too. Each producer has sent one
-record (so it is connected and has its producer id) before its clock starts. An idempotent librdkafka
-keeps one Produce of many records in flight per partition (it counts messages, not
-requests, against its limit of five in-flight requests: rdkafka_broker.c, as against Kafka),
-so that figure is bound by the gateway's latency, the other by its throughput. Both
-consumers read one partition from offset 0 without a group.
+Both producers get the same linger (5 ms) and batch size (256 KiB). The goal, as the issue
+puts it, is confluent-kafka's Producer with acks=all, the rest as librdkafka ships it (not
+idempotent), and its Consumer, each at least as fast as shoal's own client (shoal's producer
+is idempotent by default, as Kafka's Java producer is). An idempotent librdkafka is measured
+too, and reported apart: it keeps one Produce of many records in flight per partition (it
+counts messages, not requests, against its limit of five in-flight requests: rdkafka_broker.c,
+as against Kafka), so its figure is one batch per round trip through the gateway and the
+partition leader's Ray call, where the others are bound by throughput. Each producer has
+sent one record (so it is connected and has its producer id) before its clock starts. Both
+consumers read one partition from offset 0 without a group. Runs shorter than a few seconds
+are mostly start-up (librdkafka's first batches, Ray's first calls): keep --records high.
 """
 from __future__ import annotations
 
@@ -140,7 +144,7 @@ def storage_costs(megabytes: int = 8) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--fsync", action="store_true", help="fsync every flush (the production default)")
     args = parser.parse_args()
     value = os.urandom(RECORD)
@@ -157,9 +161,10 @@ def main() -> None:
             shoal = shoal_clients(cluster, "bench-shoal", args.records, value)
             bootstrap = cluster.bootstrap_servers
             confluent = {
-                "produce": confluent_produce(bootstrap, "bench-confluent", args.records, value, idempotent=True),
-                "produce_not_idempotent": confluent_produce(bootstrap, "bench-confluent-plain", args.records, value,
-                                                            idempotent=False),
+                "produce": confluent_produce(bootstrap, "bench-confluent-plain", args.records, value,
+                                             idempotent=False),
+                "produce_idempotent": confluent_produce(bootstrap, "bench-confluent", args.records, value,
+                                                        idempotent=True),
                 "consume": confluent_consume(bootstrap, "bench-confluent", args.records)}
         finally:
             cluster.shutdown()
@@ -172,11 +177,12 @@ def main() -> None:
         "shoal_clients": shoal,
         "confluent_kafka_through_gateway": confluent,
         "produce_ratio": round(confluent["produce"]["records_per_s"] / shoal["produce"]["records_per_s"], 2),
-        "produce_not_idempotent_ratio": round(
-            confluent["produce_not_idempotent"]["records_per_s"] / shoal["produce"]["records_per_s"], 2),
+        "produce_idempotent_ratio": round(
+            confluent["produce_idempotent"]["records_per_s"] / shoal["produce"]["records_per_s"], 2),
         "consume_ratio": round(confluent["consume"]["records_per_s"] / shoal["consume"]["records_per_s"], 2),
         "storage": storage_costs(),
-        "goal": "confluent-kafka through the gateway at least as fast as shoal's own clients",
+        "goal": "confluent-kafka's Producer (acks=all, otherwise librdkafka's defaults: not idempotent) and "
+                "Consumer through the gateway at least as fast as shoal's own clients",
     }
     result["goal_met"] = result["produce_ratio"] >= 1 and result["consume_ratio"] >= 1
     print(json.dumps(result, indent=2))
