@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 
 # Kafka's connections.max.idle.ms default.
 CONNECTIONS_MAX_IDLE_MS = 600000
+# Kafka's socket.listen.backlog.size default. A burst of connections larger than the backlog
+# loses some on the way in (the kernel drops their handshake), as it does against Kafka.
+SOCKET_LISTEN_BACKLOG_SIZE = 50
 # Bounds one Ray call of gathered produces: each batch is at most max.message.bytes (1 MiB).
 PRODUCES_PER_CALL = 16
 
@@ -149,6 +152,7 @@ class GatewayActor:
         self._connections = 0
         self._idle_s = int(self.config.get("connections.max.idle.ms", CONNECTIONS_MAX_IDLE_MS)) / 1000
         self._max_request_bytes = int(self.config.get("socket.request.max.bytes", SOCKET_REQUEST_MAX_BYTES))
+        self._backlog = int(self.config.get("socket.listen.backlog.size", SOCKET_LISTEN_BACKLOG_SIZE))
         self.brokers = Brokers(self.namespace, self.directory, self.broker)
         self.topic_ids = TopicIds(self.call)
         self.share_sessions = ShareSessionCache(int(self.config.get("group.share.max.share.sessions",
@@ -170,7 +174,7 @@ class GatewayActor:
             for listener in self.listeners:
                 context = server_context(self.config) if listener.tls else None
                 server = await asyncio.start_server(functools.partial(self._serve, listener), listener.host,
-                                                    listener.port, ssl=context)
+                                                    listener.port, ssl=context, backlog=self._backlog)
                 self._servers.append(server)
                 self._ports[listener.name] = server.sockets[0].getsockname()[1]
         return self.address(self.listeners[0].name)

@@ -1,16 +1,20 @@
 """Bad input on raw sockets: what Kafka closes a connection for closes that connection
 alone, the downgrade answer to a newer ApiVersions comes back, a connection that stalls
-halfway through a request is closed after connections.max.idle.ms, and none of it disturbs
+halfway through a request is closed after connections.max.idle.ms, thousands of idle
+connections are served beside and closed after that time too, and none of it disturbs
 another client."""
+import selectors
 import socket
 import struct
+import time
 
 import pytest
 from kafka import KafkaConsumer
 
 pytestmark = pytest.mark.ray
 
-CLUSTER_CONFIG = {"connections.max.idle.ms": 1500}
+# A backlog for the burst of idle connections below (Kafka's default, 50, would drop most).
+CLUSTER_CONFIG = {"connections.max.idle.ms": 1500, "socket.listen.backlog.size": 4096}
 
 
 def connect(bootstrap):
@@ -94,6 +98,53 @@ def test_a_client_that_vanishes_mid_request_disturbs_nobody(bootstrap):
         s = connect(bootstrap)
         s.sendall(frame(request(3, 4, 1, b"\x00\x00\x00\x00\x00"))[:7])
         s.close()
+    assert healthy(bootstrap)
+
+
+def _open_idle(bootstrap, count: int, deadline: float) -> list[socket.socket]:
+    """`count` connections that send nothing, opened side by side."""
+    host, port = bootstrap.split(":")
+    pending = selectors.DefaultSelector()
+    opened = []
+    for _ in range(count):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        s.connect_ex((host, int(port)))
+        pending.register(s, selectors.EVENT_WRITE)
+        opened.append(s)
+    while pending.get_map() and time.monotonic() < deadline:
+        for key, _ in pending.select(timeout=1):
+            assert key.fileobj.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+            pending.unregister(key.fileobj)
+    assert not pending.get_map(), f"{len(pending.get_map())} of {count} connections never opened"
+    return opened
+
+
+def _closed_by_peer_all(connections: list[socket.socket], deadline: float) -> None:
+    waiting = selectors.DefaultSelector()
+    for s in connections:
+        waiting.register(s, selectors.EVENT_READ)
+    while waiting.get_map() and time.monotonic() < deadline:
+        for key, _ in waiting.select(timeout=1):
+            try:
+                got = key.fileobj.recv(1)
+            except ConnectionResetError:
+                got = b""
+            assert got == b"", "an idle connection got bytes it never asked for"
+            waiting.unregister(key.fileobj)
+    assert not waiting.get_map(), f"{len(waiting.get_map())} idle connections still open"
+
+
+def test_thousands_of_idle_connections_disturb_nobody_and_are_closed_after_the_idle_time(bootstrap):
+    idle = []
+    try:
+        idle = _open_idle(bootstrap, 2000, time.monotonic() + 60)
+        assert healthy(bootstrap)
+        # The gateway closes each one connections.max.idle.ms after it last heard from it.
+        _closed_by_peer_all(idle, time.monotonic() + 60)
+    finally:
+        for s in idle:
+            s.close()
     assert healthy(bootstrap)
 
 
