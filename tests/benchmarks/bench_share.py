@@ -3,8 +3,12 @@
 Throughput: produce, then share-consume 1 KiB records with explicit acknowledgement (500 a
 poll) with 1, 2, 4 and 8 share consumers (one thread each in this process) on 4 and 16
 partitions, fsync off and on, each run in a fresh share group reading from the earliest
-offset. The peer, measured right after each run: the raw Ray transport, an async actor method
-handing back a 500-record payload it holds, with as many callers as there are consumers.
+offset. The peers, measured right after each run, with as many callers as there are
+consumers: the raw Ray transport, an async actor method handing back a 500-record payload it
+holds; and the layout's ceiling, the three Ray calls a share poll makes with no work in them
+(caller to a SharePartition stand-in, which asks a leader stand-in for the payload and a share
+coordinator stand-in for a write side by side, one stand-in SharePartition and leader per
+partition and one coordinator, as deployed), which no share code on this layout can pass.
 Goals: 50,000 records/s with four consumers on four partitions (fsync off), no fall as
 consumers are added up to the partition count, and at least 0.3 of the raw transport.
 
@@ -32,6 +36,7 @@ network thread).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
@@ -72,6 +77,31 @@ class Sink:
 
     async def give(self) -> bytes:
         return self._payload
+
+
+@ray.remote(num_cpus=0)
+class StandInLeader:
+    async def keep(self, payload: bytes) -> None:
+        self._payload = payload
+
+    async def fetch(self, request) -> bytes:
+        return self._payload
+
+
+@ray.remote(num_cpus=0)
+class StandInCoordinator:
+    async def write(self, request) -> int:
+        return 0
+
+
+@ray.remote(num_cpus=0)
+class StandInSharePartition:
+    def __init__(self, leader, coordinator) -> None:
+        self._leader, self._coordinator = leader, coordinator
+
+    async def share_fetch(self, request) -> bytes:
+        payload, _ = await asyncio.gather(self._leader.fetch.remote(request), self._coordinator.write.remote(request))
+        return payload
 
 
 def _load() -> float:
@@ -138,6 +168,34 @@ def raw_transport(records: int, callers: int) -> float:
         t.join()
     elapsed = time.perf_counter() - started
     ray.kill(sink)
+    return calls * callers * BATCH / elapsed
+
+
+def layout_ceiling(records: int, callers: int, partitions: int) -> float:
+    """Records per second through the share poll's three Ray calls with no work in them."""
+    payload = encode_records([(0, None, os.urandom(RECORD), []) for _ in range(BATCH)])
+    coordinator = StandInCoordinator.remote()
+    leaders = [StandInLeader.remote() for _ in range(partitions)]
+    ray.get([leader.keep.remote(payload) for leader in leaders])
+    chains = [StandInSharePartition.remote(leader, coordinator) for leader in leaders]
+    request = {"member_id": "m", "acknowledgement_batches": [(0, BATCH - 1, 1)]}
+    calls = max(records // BATCH // callers, 1)
+    for chain in chains:
+        ray.get(chain.share_fetch.remote(request))  # every process started before the clock
+    started = time.perf_counter()
+
+    def caller(i: int) -> None:
+        chain = chains[i % partitions]
+        for _ in range(calls):
+            ray.get(chain.share_fetch.remote(request))
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(callers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    for actor in [*chains, *leaders, coordinator]:
+        ray.kill(actor)
     return calls * callers * BATCH / elapsed
 
 
@@ -331,8 +389,12 @@ def main() -> None:
                         run = share_consume(cluster, f"bench-{partitions}-{consumers}", topic, partitions,
                                             args.records, consumers)
                         raw = raw_transport(args.records, consumers)
+                        ceiling = layout_ceiling(args.records, consumers, partitions)
                         run.update(fsync=fsync, raw_ray_records_per_s=round(raw),
-                                   ratio_to_raw=round(run["records_per_s"] / raw, 3))
+                                   ratio_to_raw=round(run["records_per_s"] / raw, 3),
+                                   layout_ceiling_records_per_s=round(ceiling),
+                                   layout_ceiling_ratio_to_raw=round(ceiling / raw, 3),
+                                   ratio_to_layout_ceiling=round(run["records_per_s"] / ceiling, 3))
                         out["throughput"].append(run)
                         print(json.dumps(run), file=sys.stderr, flush=True)
                 if args.latency_s > 0:
