@@ -150,25 +150,32 @@ def _cpu_by_kind(since: dict, seconds: float) -> dict:
     return {k: round(v / seconds, 2) for k, v in sorted(totals.items(), key=lambda kv: -kv[1]) if v / seconds >= 0.01}
 
 
-def raw_transport(records: int, callers: int) -> float:
-    """Records per second moved as 500-record payloads by `callers` concurrent callers."""
-    payload = encode_records([(0, None, os.urandom(RECORD), []) for _ in range(BATCH)])
-    sink = Sink.remote()
-    ray.get(sink.keep.remote(payload))
+def _moved_per_s(records: int, callers: int, call) -> float:
+    """Records per second moved as 500-record payloads by `callers` threads, each making
+    `call(i)` (a Ray call, waited for) over and over."""
     calls = max(records // BATCH // callers, 1)
-    started = time.perf_counter()
 
-    def caller() -> None:
+    def caller(i: int) -> None:
         for _ in range(calls):
-            ray.get(sink.give.remote())
-    threads = [threading.Thread(target=caller) for _ in range(callers)]
+            ray.get(call(i))
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(callers)]
+    started = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    elapsed = time.perf_counter() - started
-    ray.kill(sink)
-    return calls * callers * BATCH / elapsed
+    return calls * callers * BATCH / (time.perf_counter() - started)
+
+
+def raw_transport(records: int, callers: int) -> float:
+    """Records per second moved by an actor method that hands back a payload it holds."""
+    payload = encode_records([(0, None, os.urandom(RECORD), []) for _ in range(BATCH)])
+    sink = Sink.remote()
+    ray.get(sink.keep.remote(payload))
+    try:
+        return _moved_per_s(records, callers, lambda i: sink.give.remote())
+    finally:
+        ray.kill(sink)
 
 
 def layout_ceiling(records: int, callers: int, partitions: int) -> float:
@@ -179,24 +186,12 @@ def layout_ceiling(records: int, callers: int, partitions: int) -> float:
     ray.get([leader.keep.remote(payload) for leader in leaders])
     chains = [StandInSharePartition.remote(leader, coordinator) for leader in leaders]
     request = {"member_id": "m", "acknowledgement_batches": [(0, BATCH - 1, 1)]}
-    calls = max(records // BATCH // callers, 1)
-    for chain in chains:
-        ray.get(chain.share_fetch.remote(request))  # every process started before the clock
-    started = time.perf_counter()
-
-    def caller(i: int) -> None:
-        chain = chains[i % partitions]
-        for _ in range(calls):
-            ray.get(chain.share_fetch.remote(request))
-    threads = [threading.Thread(target=caller, args=(i,)) for i in range(callers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - started
-    for actor in [*chains, *leaders, coordinator]:
-        ray.kill(actor)
-    return calls * callers * BATCH / elapsed
+    try:
+        ray.get([chain.share_fetch.remote(request) for chain in chains])  # every process up before the clock
+        return _moved_per_s(records, callers, lambda i: chains[i % partitions].share_fetch.remote(request))
+    finally:
+        for actor in [*chains, *leaders, coordinator]:
+            ray.kill(actor)
 
 
 def _subscribed(cluster: Cluster, group: str, topic: str, partitions: int, consumers: int) -> list:
