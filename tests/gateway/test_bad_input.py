@@ -101,11 +101,10 @@ def test_a_client_that_vanishes_mid_request_disturbs_nobody(bootstrap):
     assert healthy(bootstrap)
 
 
-def _open_idle(bootstrap, count: int, deadline: float) -> list[socket.socket]:
-    """`count` connections that send nothing, opened side by side."""
+def _open_idle(bootstrap, count: int, deadline: float, opened: list[socket.socket]) -> None:
+    """`count` connections that send nothing, opened side by side into `opened`."""
     host, port = bootstrap.split(":")
     pending = selectors.DefaultSelector()
-    opened = []
     for _ in range(count):
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setblocking(False)
@@ -117,7 +116,6 @@ def _open_idle(bootstrap, count: int, deadline: float) -> list[socket.socket]:
             assert key.fileobj.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
             pending.unregister(key.fileobj)
     assert not pending.get_map(), f"{len(pending.get_map())} of {count} connections never opened"
-    return opened
 
 
 def _closed_by_peer_all(connections: list[socket.socket], deadline: float) -> None:
@@ -138,7 +136,7 @@ def _closed_by_peer_all(connections: list[socket.socket], deadline: float) -> No
 def test_thousands_of_idle_connections_disturb_nobody_and_are_closed_after_the_idle_time(bootstrap):
     idle = []
     try:
-        idle = _open_idle(bootstrap, 2000, time.monotonic() + 60)
+        _open_idle(bootstrap, 2000, time.monotonic() + 60, idle)
         assert healthy(bootstrap)
         # The gateway closes each one connections.max.idle.ms after it last heard from it.
         _closed_by_peer_all(idle, time.monotonic() + 60)
