@@ -70,21 +70,13 @@ BATCHING = {"producer_config": {"linger_ms": 100, "batch_size": 1 << 20}}
 
 @ray.remote(num_cpus=0)
 class Sink:
-    """The raw transport: an actor method that hands back a payload it already holds."""
+    """The raw transport: an actor method that hands back a payload it already holds (with
+    a request, the leader's stand-in in the layout's ceiling)."""
 
     async def keep(self, payload: bytes) -> None:
         self._payload = payload
 
-    async def give(self) -> bytes:
-        return self._payload
-
-
-@ray.remote(num_cpus=0)
-class StandInLeader:
-    async def keep(self, payload: bytes) -> None:
-        self._payload = payload
-
-    async def fetch(self, request) -> bytes:
+    async def give(self, request=None) -> bytes:
         return self._payload
 
 
@@ -100,7 +92,7 @@ class StandInSharePartition:
         self._leader, self._coordinator = leader, coordinator
 
     async def share_fetch(self, request) -> bytes:
-        payload, _ = await asyncio.gather(self._leader.fetch.remote(request), self._coordinator.write.remote(request))
+        payload, _ = await asyncio.gather(self._leader.give.remote(request), self._coordinator.write.remote(request))
         return payload
 
 
@@ -182,7 +174,7 @@ def layout_ceiling(records: int, callers: int, partitions: int) -> float:
     """Records per second through the share poll's three Ray calls with no work in them."""
     payload = encode_records([(0, None, os.urandom(RECORD), []) for _ in range(BATCH)])
     coordinator = StandInCoordinator.remote()
-    leaders = [StandInLeader.remote() for _ in range(partitions)]
+    leaders = [Sink.remote() for _ in range(partitions)]
     ray.get([leader.keep.remote(payload) for leader in leaders])
     chains = [StandInSharePartition.remote(leader, coordinator) for leader in leaders]
     request = {"member_id": "m", "acknowledgement_batches": [(0, BATCH - 1, 1)]}
