@@ -40,7 +40,7 @@ class Worker(threading.Thread):
                 self.step()
             except Exception as e:  # retriable failures while actors restart
                 self.errors.append(repr(e))
-                time.sleep(0.2)
+                self.stop.wait(0.2)  # a pause before trying again, cut short by stop
 
 
 class Ownership(ConsumerRebalanceListener):
