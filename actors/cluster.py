@@ -8,6 +8,7 @@ import os
 import secrets
 import shutil
 import tempfile
+import threading
 import uuid
 import weakref
 from dataclasses import dataclass
@@ -67,17 +68,32 @@ class TopicDescription:
     configs: dict
 
 
+# Serialises finding and creating partition leaders within one process (the gateway starts
+# them from several executor threads at once): see start_partition_leaders.
+_STARTING = threading.Lock()
+
+
 def start_partition_leaders(directory: ActorDirectory, deployment: dict, topic: str, topic_configs: dict,
                             partitions) -> None:
     """Start (or find) the leader actors of these partitions of a topic the controller has;
-    the Cluster and the Kafka gateway's CreateTopics both do."""
+    the Cluster and the Kafka gateway's CreateTopics and CreatePartitions do.
+
+    A leader that already runs is only waited for: its handle is not kept. A non-detached
+    actor ends when the handle of the process that created it is dropped, and the handle Ray
+    gives for a running actor (ray.get_actor, or `get_if_exists`) does not keep it alive, so
+    keeping it in place of its owner's would end the leader. Only a leader created here is
+    kept, under a lock so that two threads of one process cannot both take one for new."""
     config = deployment["config"]
     refs = []
     for p in partitions:
         name = naming.partition_leader(topic, p)
-        handle = remote(PartitionLeaderActor, name, deployment["namespace"], deployment["detached"], config,
-                        spread=True).remote(deployment["data_dir"], topic, p, topic_configs, config)
-        directory.keep(name, handle)
+        with _STARTING:
+            try:
+                handle = ray.get_actor(name, namespace=deployment["namespace"])
+            except ValueError:
+                handle = remote(PartitionLeaderActor, name, deployment["namespace"], deployment["detached"], config,
+                                spread=True).remote(deployment["data_dir"], topic, p, topic_configs, config)
+                directory.keep(name, handle)
         refs.append(handle.ready.remote())
     ray.get(refs, timeout=120)
 

@@ -94,6 +94,7 @@ def _deleted(d) -> dict:
 # ------------------------------------------------------------------ CreatePartitions
 
 async def create_partitions(gw, event) -> dict:
+    """Leaders are started for the new partitions only; those of the existing ones run on."""
     from ..cluster import start_partition_leaders, topics_changed
     r = plain(event.request)
     results, asked = [], []
@@ -103,6 +104,7 @@ async def create_partitions(gw, event) -> dict:
                             "error_message": "manual replica assignments are not served"})
         else:
             asked.append(CreatePartitionsTopic(t["name"], t["count"]))
+    before = await _topics(gw, [t.name for t in asked]) if asked and not r["validate_only"] else {}
     response = await gw.call(naming.CONTROLLER, "create_partitions",
                              CreatePartitionsRequest(tuple(asked), r["timeout"], r["validate_only"]))
     grown = [c for c in response.results if not c.error_code and not r["validate_only"]]
@@ -111,7 +113,7 @@ async def create_partitions(gw, event) -> dict:
         for c in grown:
             info = topics[c.name]
             await _in_executor(start_partition_leaders, gw.directory, gw.deployment, c.name, info.configs,
-                               range(len(info.partitions)))
+                               range(len(before[c.name].partitions) if c.name in before else 0, len(info.partitions)))
         await _in_executor(topics_changed, gw.directory, gw.config)
     results.extend(dataclasses.asdict(c) for c in response.results)
     return {"throttle_time": 0, "results": results}

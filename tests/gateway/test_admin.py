@@ -21,6 +21,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import ConfigResourceType as KConfigResourceType
 from kafka.admin import NewPartitions as KNewPartitions
+from kafka.admin import NewTopic
 from kafka.errors import GroupIdNotFoundError, MessageSizeTooLargeError
 from kafka.structs import OffsetAndMetadata
 from kio.serial import entity_reader, entity_writer
@@ -243,6 +244,48 @@ def test_partitions_added_by_each_admin_client(cluster, bootstrap, kadmin, cadmi
         assert producer.send("growing", b"v", partition=3).get(30).offset == 0
     finally:
         producer.close()
+
+
+def _grow_with_kafka_python(kadmin, cadmin, topic, count):
+    kadmin.create_partitions({topic: KNewPartitions(count)})
+
+
+def _grow_with_confluent(kadmin, cadmin, topic, count):
+    done(cadmin.create_partitions([NewPartitions(topic, count)]))
+
+
+@pytest.mark.parametrize("grow", [_grow_with_kafka_python, _grow_with_confluent], ids=["kafka-python", "confluent"])
+def test_a_topic_made_through_the_gateway_grown_by_an_admin_client_serves_every_partition(
+        cluster, bootstrap, kadmin, cadmin, grow):
+    """The existing partitions keep their leaders when the topic grows: the gateway starts
+    leaders for the new partitions only (it owns the leaders of a topic it created, and a
+    leader whose owning handle is dropped is ended by Ray)."""
+    topic = f"regrown-{grow.__name__.split('_')[-1]}"
+    kadmin.create_topics([NewTopic(topic, 3, 1)])
+    try:
+        grow(kadmin, cadmin, topic, 4)
+        assert partitions_of(kadmin, topic) == 4
+        producer = KafkaProducer(bootstrap_servers=bootstrap, retries=0)
+        try:
+            sent = [producer.send(topic, b"kafka-%d" % p, partition=p).get(30) for p in range(4)]
+        finally:
+            producer.close()
+        assert [(m.partition, m.offset) for m in sent] == [(p, 0) for p in range(4)]
+        with cluster.producer() as ours:
+            sent = [ours.send(topic, b"shoal-%d" % p, partition=p).get(30) for p in range(4)]
+        assert [(m.partition, m.offset) for m in sent] == [(p, 1) for p in range(4)]
+
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=500)
+        got = []
+        try:
+            consumer.assign([TopicPartition(topic, p) for p in range(4)])
+            wait_until(lambda: got.extend(consumer) or len(got) >= 8, timeout_s=60, message="8 records")
+        finally:
+            consumer.close()
+        assert sorted((r.partition, r.offset, r.value) for r in got) == sorted(
+            [(p, 0, b"kafka-%d" % p) for p in range(4)] + [(p, 1, b"shoal-%d" % p) for p in range(4)])
+    finally:
+        kadmin.delete_topics([topic])
 
 
 def test_topics_deleted_by_each_admin_client(cluster, bootstrap, kadmin, cadmin):
