@@ -2,12 +2,27 @@
 restart, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, and the
 response's own retriable error codes, or its partitions' ones) are retried with exponential
 backoff until a deadline. `Retry` decides around each attempt; `call` and `call_async` are
-only its two loops, one that blocks and one that awaits."""
+only its two loops, one that blocks and one that awaits.
+
+Two rules for every call made here, because an actor's event loop also runs its timers and
+heartbeats:
+- Looking an actor up (`ray.get_actor`) asks Ray's control service (GCS) and blocks its thread
+  until it answers, so on an event loop it is done on a lookup thread (`ActorDirectory.lookup`).
+- A call the caller gives up on (its timeout, or the caller's own cancellation) is cancelled
+  on the actor (`await_ref`): Ray drops it if it has not started, and cancels an async actor's
+  coroutine (asyncio.CancelledError there) if it has. Only that call is cancelled, not the
+  calls it made (recursive=False): work the callee shares between callers (a load, a listing)
+  or runs on its own must not end with one caller's call; the calls the cancelled coroutine
+  was awaiting are cancelled by its own `await_ref`s."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
+import inspect
+import logging
+import os
 import threading
 import time
 from typing import Any, Awaitable, Callable, Iterator
@@ -17,6 +32,8 @@ import ray
 from runtime.errors import Errors, KafkaError
 
 from .errors import RETRIABLE_COORDINATOR_ERRORS, to_kafka_error
+
+log = logging.getLogger(__name__)
 
 
 class Backoff:
@@ -132,10 +149,44 @@ def call(get_handle: Callable[[], Any], method: str, *args, timeout_s: float = 3
     retry = Retry(method, timeout_s, retry_on, per_partition, on_failure=on_failure)
     while True:
         with retry.attempt():
-            retry.response = ray.get(getattr(get_handle(), method).remote(*args), timeout=retry.remaining_s())
+            ref = getattr(get_handle(), method).remote(*args)
+            try:
+                retry.response = ray.get(ref, timeout=retry.remaining_s())
+            except ray.exceptions.GetTimeoutError:
+                cancel(ref)
+                raise
         if retry.pause is None:
             return retry.response
         time.sleep(retry.pause)
+
+
+def cancel(ref: Any) -> None:
+    """Cancel the actor call behind `ref`, which nobody waits for any more (see the module's
+    doc). Does not block: Ray sends the cancellation in the background, and it does nothing
+    to a call that is over."""
+    if not isinstance(ref, ray.ObjectRef):
+        return  # a test's stand-in
+    try:
+        ray.cancel(ref, recursive=False)
+    except Exception as e:  # Ray is shutting down, or the actor is gone: nothing runs on
+        log.debug("cancelling a call: %s", e)
+
+
+async def await_ref(ref: Any, timeout_s: float | None) -> Any:
+    """The answer of one actor call, within `timeout_s` (None: no limit) else TimeoutError,
+    as asyncio.wait_for; the call is cancelled on the actor when the caller gives up on it,
+    at the timeout or when the caller is cancelled."""
+    try:
+        return await asyncio.wait_for(ref, timeout_s)
+    except (asyncio.TimeoutError, asyncio.CancelledError):
+        cancel(ref)
+        raise
+
+
+async def _handle(get_handle: Callable[[], Any]) -> Any:
+    """`get_handle`'s handle; it may return an awaitable (ActorDirectory.lookup)."""
+    handle = get_handle()
+    return await handle if inspect.isawaitable(handle) else handle
 
 
 class ActorNotFound(KafkaError):
@@ -147,45 +198,111 @@ async def call_async(get_handle: Callable[[], Any], method: str, *args, timeout_
                      on_failure: Callable[[], None] | None = None,
                      retry_on: frozenset = RETRIABLE_COORDINATOR_ERRORS, per_partition: bool = False,
                      on_missing: Callable[[], Awaitable[None]] | None = None) -> Any:
-    """The same, for callers inside async actors. `on_missing` (re)creates an actor that is
-    created on demand, when no actor has its name."""
+    """The same, for callers inside async actors (`get_handle` may return an awaitable, as
+    ActorDirectory.lookup does); an attempt given up on is cancelled on the actor
+    (`await_ref`). `on_missing` (re)creates an actor that is created on demand, when no actor
+    has its name."""
     retry = Retry(method, timeout_s, retry_on, per_partition, on_failure=on_failure)
     while True:
         with retry.attempt():
-            if on_missing is not None:
-                try:
-                    get_handle()
-                except ActorNotFound:
-                    await on_missing()
-            retry.response = await asyncio.wait_for(getattr(get_handle(), method).remote(*args), retry.remaining_s())
+            try:
+                handle = await asyncio.wait_for(_handle(get_handle), retry.remaining_s())
+            except ActorNotFound:
+                if on_missing is None:
+                    raise
+                await on_missing()
+                handle = await asyncio.wait_for(_handle(get_handle), retry.remaining_s())
+            retry.response = await await_ref(getattr(handle, method).remote(*args), retry.remaining_s())
         if retry.pause is None:
             return retry.response
         await asyncio.sleep(retry.pause)
+
+
+# ray.get_actor blocks its thread until Ray's control service answers: lookups made from an
+# event loop wait on these threads instead (a few: each name is looked up once at a time).
+_LOOKUP_THREADS = 4
+_lookup_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_lookup_pool_lock = threading.Lock()
+
+
+def _lookup_threads() -> concurrent.futures.ThreadPoolExecutor:
+    global _lookup_pool
+    with _lookup_pool_lock:
+        if _lookup_pool is None:
+            _lookup_pool = concurrent.futures.ThreadPoolExecutor(_LOOKUP_THREADS, thread_name_prefix="shoal-lookup")
+        return _lookup_pool
+
+
+def _forget_lookup_threads() -> None:
+    global _lookup_pool
+    _lookup_pool = None  # a forked child has the pool but not its threads
+
+
+os.register_at_fork(after_in_child=_forget_lookup_threads)
 
 
 class ActorDirectory:
     """The named actors of one namespace as one process reaches them: each looked up once,
     dropped from the cache when a call through it fails (so that a restarted or re-created
     actor is found again), and the ones this process created kept for good, because a
-    non-detached actor ends when its owner drops its last handle, even while Ray restarts it."""
+    non-detached actor ends when its owner drops its last handle, even while Ray restarts it.
+
+    On an event loop, find actors with `lookup` (or call them with `call_async` or `send`),
+    never with `get`, which blocks while Ray's control service answers."""
 
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace
         self._cache: dict[str, Any] = {}
         self._kept: dict[str, Any] = {}
+        self._lookups: dict[str, concurrent.futures.Future] = {}  # name -> its lookup under way
         self._lock = threading.Lock()
 
+    def _look_up(self, name: str) -> Any:
+        """Ask Ray (blocks until its control service answers)."""
+        try:
+            return ray.get_actor(name, namespace=self.namespace)
+        except ValueError:
+            raise ActorNotFound(Errors.COORDINATOR_NOT_AVAILABLE, f"no actor {name} in {self.namespace}") from None
+
     def get(self, name: str) -> Any:
+        """The actor's handle, looked up on this thread if not cached: for threads that may
+        block (the user's, the CLI's), not for event loops."""
         with self._lock:
             handle = self._cache.get(name)
         if handle is None:
-            try:
-                handle = ray.get_actor(name, namespace=self.namespace)
-            except ValueError:
-                raise ActorNotFound(Errors.COORDINATOR_NOT_AVAILABLE, f"no actor {name} in {self.namespace}") from None
+            handle = self._look_up(name)
             with self._lock:
                 self._cache[name] = handle
         return handle
+
+    async def lookup(self, name: str, fresh: bool = False) -> Any:
+        """The actor's handle, for callers on an event loop: from the cache, else looked up
+        on a lookup thread while the loop goes on (one lookup of a name at a time, shared by
+        every caller waiting for it). `fresh`: ask Ray even if a handle is cached (whether
+        the actor runs now). Raises ActorNotFound."""
+        with self._lock:
+            if fresh:
+                self._cache.pop(name, None)
+                self._lookups.pop(name, None)
+            handle = self._cache.get(name)
+            if handle is not None:
+                return handle
+            lookup = self._lookups.get(name)
+            started = lookup is None
+            if started:
+                lookup = self._lookups[name] = _lookup_threads().submit(self._look_up, name)
+        if started:  # outside the lock: a lookup done already calls back on this thread
+            lookup.add_done_callback(lambda done: self._looked_up(name, done))
+        # A caller that gives up leaves the lookup to the others.
+        return await asyncio.shield(asyncio.wrap_future(lookup))
+
+    def _looked_up(self, name: str, lookup: concurrent.futures.Future) -> None:
+        with self._lock:
+            if self._lookups.get(name) is not lookup:
+                return  # forgotten meanwhile: its answer may be older than the forgetting
+            del self._lookups[name]
+            if lookup.exception() is None:
+                self._cache[name] = lookup.result()
 
     def keep(self, name: str, handle: Any) -> None:
         """A handle of an actor this process created."""
@@ -196,11 +313,13 @@ class ActorDirectory:
     def forget(self, name: str) -> None:
         with self._lock:
             self._cache.pop(name, None)
+            self._lookups.pop(name, None)
 
     def clear(self) -> None:
         with self._lock:
             self._cache.clear()
             self._kept.clear()
+            self._lookups.clear()
 
     def call(self, name: str, method: str, *args, timeout_s: float = 30.0,
              retry_on: frozenset = RETRIABLE_COORDINATOR_ERRORS, per_partition: bool = False) -> Any:
@@ -210,6 +329,20 @@ class ActorDirectory:
     async def call_async(self, name: str, method: str, *args, timeout_s: float = 30.0,
                          retry_on: frozenset = RETRIABLE_COORDINATOR_ERRORS, per_partition: bool = False,
                          on_missing: Callable[[], Awaitable[None]] | None = None) -> Any:
-        return await call_async(lambda: self.get(name), method, *args, timeout_s=timeout_s,
+        return await call_async(lambda: self.lookup(name), method, *args, timeout_s=timeout_s,
                                 on_failure=lambda: self.forget(name), retry_on=retry_on, per_partition=per_partition,
                                 on_missing=on_missing)
+
+    async def send(self, name: str, method: str, *args, timeout_s: float | None = 30.0, fresh: bool = False) -> Any:
+        """One call of `method` on the actor, not retried: looked up as by `lookup`, its
+        answer awaited as by `await_ref` (cancelled on the actor when given up on), and the
+        handle forgotten when the call fails. Raises what failed as it is: ActorNotFound,
+        TimeoutError after `timeout_s` (the lookup's time included), or Ray's error."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        handle = await asyncio.wait_for(self.lookup(name, fresh), timeout_s)
+        try:
+            return await await_ref(getattr(handle, method).remote(*args),
+                                   None if deadline is None else max(deadline - time.monotonic(), 0.001))
+        except Exception:
+            self.forget(name)
+            raise
