@@ -12,7 +12,11 @@ snapshot, a ShareUpdate otherwise. A snapshot is built by applying the update it
 so the two roads give the same state. Epochs fence stale writers: a state epoch older than
 the stored one is FENCED_STATE_EPOCH (the share partition was re-initialised, say by an
 offset reset); a leader epoch older than the highest seen is FENCED_LEADER_EPOCH (a newer
-SharePartition leader has read the state since).
+SharePartition leader has read the state since). A read claims its leader epoch, so a read
+whose epoch is not newer than the recorded one is fenced too. Unlike Kafka, which takes the
+epoch from the partition's leadership and lets a read repeat it: a SharePartition here makes
+its epoch itself, one past the summary's, so two that load from one summary claim the same
+epoch, and the second must not become another owner.
 
 Requests carry many partitions; each gets its own result and error, and one partition's
 error changes nothing for the others. -1 means "not given" for leader epochs, state epochs,
@@ -165,16 +169,17 @@ class ShareCoordinatorShard(CoordinatorShard):
             tuple(InitializeStateResult(t, ps) for t, ps in results)))
 
     def read_share_group_state(self, request: ReadShareGroupStateRequest, now_ms: int) -> Result:
-        """The stored state of each share partition. A write operation, because a reader with a
-        newer leader epoch (a new SharePartition leader) records it, fencing the old one."""
+        """The stored state of each share partition. A write operation, because a reader (a new
+        SharePartition leader) claims its leader epoch: it must be newer than the recorded one,
+        and is recorded, fencing the old leader. A read without one (-1) claims nothing."""
         def read(key: Key, p: Any) -> tuple[list[Record], ReadStatePartitionResult]:
             _raise_if_bad_epoch(p.leader_epoch, "leader")
             current = self._require_state(key, "Read")
-            self._raise_if_fenced(key, p.leader_epoch, -1)
+            self._raise_if_claimed(key, p.leader_epoch)
             result = ReadStatePartitionResult(p.partition, state_epoch=current.state_epoch,
                                               start_offset=current.start_offset,
                                               state_batches=current.state_batches)
-            if p.leader_epoch == -1 or p.leader_epoch == self.leader_epochs.get(key):
+            if p.leader_epoch == -1:
                 return [], result
             update = ShareUpdateValue(current.snapshot_epoch, p.leader_epoch, current.start_offset,
                                       current.delivery_complete_count, ())
@@ -277,6 +282,13 @@ class ShareCoordinatorShard(CoordinatorShard):
                  f"Leader epoch {leader_epoch} is older than {self.leader_epochs.get(key)}.")
         raise_if(state_epoch != -1 and self.state_epochs.get(key, -1) > state_epoch, Errors.FENCED_STATE_EPOCH,
                  f"State epoch {state_epoch} is older than {self.state_epochs.get(key)}.")
+
+    def _raise_if_claimed(self, key: Key, leader_epoch: int) -> None:
+        """A reader whose leader epoch is not newer than the recorded one: older is a stale
+        leader, equal is a second SharePartition claiming the epoch the current one holds."""
+        self._raise_if_fenced(key, leader_epoch, -1)
+        raise_if(leader_epoch != -1 and self.leader_epochs.get(key, -1) == leader_epoch, Errors.FENCED_LEADER_EPOCH,
+                 f"Leader epoch {leader_epoch} is the current leader's already: a new leader reads with a newer one.")
 
     def _state_record(self, key: Key, current: ShareSnapshotValue, update: ShareUpdateValue, now_ms: int) -> Record:
         """The update itself, or once enough updates followed the last snapshot, the snapshot

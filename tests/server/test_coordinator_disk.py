@@ -56,8 +56,9 @@ def test_a_write_whose_flush_failed_is_answered_once_the_actor_has_reopened_its_
         response = await asyncio.wait_for(write, 10)
         assert error_of(response) in (Errors.NOT_COORDINATOR.code, Errors.COORDINATOR_NOT_AVAILABLE.code)
         await eventually(lambda: actor.runtime.log.offline is None)
+        # With no leader epoch (-1): a read claiming the initialised epoch 0 is fenced.
         read = await actor.read_share_group_state(ReadShareGroupStateRequest("g", (ReadStateData("t", (
-            ReadStatePartitionData(0), ReadStatePartitionData(1))),)))
+            ReadStatePartitionData(0, -1), ReadStatePartitionData(1, -1))),)))
         found = {p.partition: p.error_code for p in read.results[0].partitions}
         assert found[0] == 0 and found[1] != 0  # the failed initialisation is not in the log
         assert error_of(await actor.initialize_share_group_state(initialize(1))) == 0

@@ -18,6 +18,7 @@ from runtime.messages.share_state import (
     WriteStateResult,
 )
 from runtime.share.coordinator import ShareCoordinatorShard, state_partition_for
+from runtime.share.partition import SharePartition, SharePartitionState
 from runtime.share.records import (
     PersisterStateBatch as B, ShareSnapshotKey, ShareSnapshotValue, ShareUpdateKey, ShareUpdateValue,
 )
@@ -166,7 +167,6 @@ def test_read_with_a_newer_leader_epoch_records_it_and_fences_the_old_leader(h):
     assert records == [update(0, ShareUpdateValue(0, 4, 10, 0, ()))]
     assert h.shard.leader_epochs[(G, T, 0)] == 4
 
-    assert read(h, 0, leader_epoch=4)[1] == []  # same epoch: nothing to record
     assert read(h, 0, leader_epoch=-1)[1] == []  # no epoch: never fenced, nothing recorded
     before = state(h)
     response, records = read(h, 0, leader_epoch=3)
@@ -190,6 +190,65 @@ def test_a_reinitialised_partition_keeps_fencing_old_leaders(h):
     assert only(read(h, 0, leader_epoch=5)[0]).error_code == Errors.FENCED_LEADER_EPOCH.code
     h.reload()
     assert only(read(h, 0, leader_epoch=5)[0]).error_code == Errors.FENCED_LEADER_EPOCH.code
+
+
+def load(h, partition=0):
+    """A SharePartition loading as the SharePartition actor does: it claims the leader epoch
+    after the one the summary shows, reads with it, and loads what it read. Returns it and
+    the records its read wrote."""
+    sp = SharePartition(G, T, partition, leader_epoch=only(summary(h, partition)).leader_epoch + 1)
+    response, records = run(h, lambda s, now: s.read_share_group_state(sp.read_request(), now))
+    sp.initialize(only(response), NOW, reset_offset=0)
+    return sp, records
+
+
+def test_a_read_with_the_recorded_leader_epoch_is_fenced(h):
+    """Two SharePartitions that load from one summary claim the same leader epoch: the first
+    read records it, the second is fenced, writes nothing, and the SharePartition that made
+    it does not load (NOT_LEADER_OR_FOLLOWER), so it never writes as a second owner."""
+    initialize(h, [(0, 0, 10)])
+    first = SharePartition(G, T, 0, leader_epoch=only(summary(h, 0)).leader_epoch + 1)
+    second = SharePartition(G, T, 0, leader_epoch=only(summary(h, 0)).leader_epoch + 1)
+    assert first.leader_epoch == second.leader_epoch == 1
+
+    response, records = run(h, lambda s, now: s.read_share_group_state(first.read_request(), now))
+    assert records == [update(0, ShareUpdateValue(0, 1, 10, 0, ()))]
+    first.initialize(only(response), NOW)
+    before = state(h)
+    response, records = run(h, lambda s, now: s.read_share_group_state(second.read_request(), now))
+    assert records == []
+    assert response == ReadShareGroupStateResponse((ReadStateResult(T, (ReadStatePartitionResult(
+        0, Errors.FENCED_LEADER_EPOCH.code,
+        "Leader epoch 1 is the current leader's already: a new leader reads with a newer one."),)),))
+    assert state(h) == before
+    with pytest.raises(KafkaError) as e:
+        second.initialize(only(response), NOW)
+    assert e.value.error is Errors.NOT_LEADER_OR_FOLLOWER
+    assert (first.state, second.state) == (SharePartitionState.ACTIVE, SharePartitionState.FAILED)
+    # The first is the one owner: its writes are taken, with the epoch it read with.
+    assert only(write(h, 0, [B(10, 12, ACKED, 1)], start=10, leader_epoch=1, count=3)[0]).error_code == 0
+    assert_reload_keeps_state(h)
+    # The recorded epoch survives a restart of the share coordinator.
+    assert only(read(h, 0, leader_epoch=1)[0]).error_code == Errors.FENCED_LEADER_EPOCH.code
+
+
+def test_a_share_partition_loading_after_a_restart_takes_over(h):
+    """The load path still works: a fresh SharePartition (after its actor, or the share
+    coordinator, restarted) claims the next epoch, loads, and fences the one before it."""
+    initialize(h, [(0, 0, 0)])
+    old, records = load(h)
+    assert (old.leader_epoch, old.state, records) == (1, SharePartitionState.ACTIVE,
+                                                      [update(0, ShareUpdateValue(0, 1, 0, 0, ()))])
+    write(h, 0, [B(0, 4, ACKED, 1), B(5, 9, AVAILABLE, 1)], start=0, leader_epoch=1, count=5)
+    h.reload()  # the share coordinator restarts as well
+    new, records = load(h)
+    assert (new.leader_epoch, new.state, new.start_offset) == (2, SharePartitionState.ACTIVE, 5)
+    assert records == [update(0, ShareUpdateValue(0, 2, 0, 5, ()))]  # the stored start offset
+    assert only(write(h, 0, [B(5, 5, ACKED, 2)], start=5, leader_epoch=1)[0]).error_code == (
+        Errors.FENCED_LEADER_EPOCH.code)
+    assert only(write(h, 0, [B(5, 5, ACKED, 2)], start=5, leader_epoch=2)[0]).error_code == 0
+    # And once more, with the coordinator up all along.
+    assert load(h)[0].leader_epoch == 3
 
 
 # ---------------------------------------------------------------- write
