@@ -74,7 +74,8 @@ def state_partition_for(group_id: str, topic_id: str, partition: int, num_partit
 
 def apply_update(state: ShareSnapshotValue | None, update: ShareUpdateValue) -> ShareSnapshotValue:
     """The state after a ShareUpdate: fields given (not -1) replace the stored ones, except
-    that the start offset never moves back, and the update's batches are combined into the
+    that the start offset never moves back, nor the delivery complete count of one start
+    offset (see `_delivery_complete_count`), and the update's batches are combined into the
     stored batches above the new start offset. Unlike Kafka's merge: a SharePartition's start
     offset only grows within a state epoch (a reset starts a new one with a snapshot), so a
     lower one comes from a write that arrived late, retried across a coordinator restart,
@@ -88,9 +89,26 @@ def apply_update(state: ShareSnapshotValue | None, update: ShareUpdateValue) -> 
     return state._replace(
         leader_epoch=state.leader_epoch if update.leader_epoch == -1 else update.leader_epoch,
         start_offset=start,
-        delivery_complete_count=(state.delivery_complete_count if update.delivery_complete_count == -1
-                                 else update.delivery_complete_count),
+        delivery_complete_count=_delivery_complete_count(state, update),
         state_batches=tuple(combine_state_batches(state.state_batches, update.state_batches, start)))
+
+
+def _delivery_complete_count(state: ShareSnapshotValue, update: ShareUpdateValue) -> int:
+    """The count an update leaves (KIP-1226), judged by its start offset as Kafka's share
+    coordinator does (apache/kafka#23112). A count is of the records past the write's start
+    offset that were ACKNOWLEDGED or ARCHIVED when the write was begun, so it means something
+    only with that start offset; writes can be applied out of the order they were begun in,
+    and the count is no sequence (it falls when the start offset passes settled records).
+    A higher start offset is a newer write: its count is taken even when smaller, or left
+    unknown (-1) when not given, as the stored count was of records now below the start
+    offset. At the same start offset a settled record stays settled, so the larger count is
+    the newer. A lower start offset is an older write, and its count is not taken."""
+    count = update.delivery_complete_count
+    if update.start_offset > state.start_offset:
+        return count
+    if update.start_offset < state.start_offset or count == -1:
+        return state.delivery_complete_count
+    return max(state.delivery_complete_count, count)
 
 
 class ShareCoordinatorShard(CoordinatorShard):

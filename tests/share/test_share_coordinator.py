@@ -1,6 +1,8 @@
 """The share coordinator shard: every RPC and error, snapshot cadence, reload, a failed disk."""
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from runtime.codec import Record
@@ -292,6 +294,61 @@ def test_a_late_write_does_not_take_the_start_offset_back(h):
     assert state.start_offset == 10
     assert state.state_batches == (B(10, 19, ACKED, 1),)  # acknowledged beats available at one count
     assert_reload_keeps_state(h)
+
+
+def test_a_late_write_does_not_take_the_delivery_complete_count_back(h):
+    """The count is of the records past the start offset that are ACKNOWLEDGED or ARCHIVED, as
+    the SharePartition saw them when it began the write. At one start offset it only grows (a
+    settled record stays settled), so the larger count is the newer; a write with a higher
+    start offset was begun later (the start offset never moves back) and its count is taken
+    even when smaller; one with a lower start offset is older and its count is not taken."""
+    initialize(h, [(0, 0, 0)])
+    # Offset 0 is held; 1-3 are acknowledged, then 4-6: the second write's count has both.
+    write(h, 0, [B(4, 6, ACKED, 1)], start=0, count=6)  # begun second, applied first
+    response, records = write(h, 0, [B(1, 3, ACKED, 1)], start=0, count=3)
+    assert only(response).error_code == 0
+    assert records == [update(0, ShareUpdateValue(0, 0, 0, 3, (B(1, 3, ACKED, 1),)))]  # what was written
+    assert only(summary(h, 0)) == ReadStateSummaryPartitionResult(
+        0, state_epoch=0, leader_epoch=0, start_offset=0, delivery_complete_count=6)
+    # 0 is acknowledged: the start offset moves to 7, and 7 is held. 8 is rejected: a write
+    # begun at start offset 7 with a count of 1, below the stored 7, and taken.
+    write(h, 0, [B(0, 0, ACKED, 1)], start=0, count=7)
+    write(h, 0, [B(8, 8, ARCHIVED, 1)], start=7, count=1)
+    assert only(summary(h, 0)).delivery_complete_count == 1
+    # The write that acknowledged 0 is applied again (retried across a restart): still 1.
+    write(h, 0, [B(0, 0, ACKED, 1)], start=0, count=7)
+    assert (only(summary(h, 0)).start_offset, only(summary(h, 0)).delivery_complete_count) == (7, 1)
+    assert_reload_keeps_state(h)
+    # A write that moves the start offset without a count leaves the count unknown, rather
+    # than one that counted records the start offset has passed.
+    write(h, 0, [B(7, 7, ACKED, 1)], start=9)
+    assert (only(summary(h, 0)).start_offset, only(summary(h, 0)).delivery_complete_count) == (9, -1)
+    assert_reload_keeps_state(h)
+
+
+def test_the_delivery_complete_count_is_the_newest_whatever_order_writes_arrive_in(tmp_path):
+    """One SharePartition's writes, in the order it began them, each with the start offset and
+    count it had then (offsets 0-9 acquired, 9 held throughout). Applied in any order, the
+    share coordinator ends with the newest start offset and count: the lag never goes back to
+    an older write's."""
+    begun = [
+        ([B(1, 3, ACKED, 1)], 0, 3),
+        ([B(4, 6, ACKED, 1)], 0, 6),  # its count has the first write's records, still pending
+        ([B(0, 0, ACKED, 1)], 0, 7),  # all three commit: the start offset moves to 7
+        ([B(8, 8, ARCHIVED, 1)], 7, 1),
+        ([B(7, 7, ACKED, 1)], 7, 2),
+    ]
+    for i, order in enumerate(itertools.permutations(begun)):
+        h = ShardHarness(str(tmp_path / str(i)), ShareCoordinatorShard, now_ms=NOW,
+                         config={"share.coordinator.snapshot.update.records.per.snapshot": 3})
+        initialize(h, [(0, 0, 0)])
+        for batches, start, count in order:
+            write(h, 0, batches, start=start, count=count)
+        assert only(summary(h, 0)) == ReadStateSummaryPartitionResult(
+            0, state_epoch=0, leader_epoch=0, start_offset=7, delivery_complete_count=2), order
+        assert h.shard.states[(G, T, 0)].state_batches == (B(7, 7, ACKED, 1), B(8, 8, ARCHIVED, 1))
+        assert_reload_keeps_state(h)
+        h.runtime.close()
 
 
 def test_write_does_not_raise_the_leader_epoch(h):
