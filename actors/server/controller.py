@@ -6,8 +6,6 @@ import asyncio
 import logging
 import uuid
 
-import ray
-
 from runtime.messages.topics import (AlterTopicConfigRequest, AlterTopicConfigResponse, CreatePartitionsRequest,
                                      CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
                                      DeleteTopicsRequest, DeleteTopicsResponse, MetadataRequest, MetadataResponse)
@@ -16,6 +14,7 @@ from runtime.topics.metadata import TopicMetadataShard
 
 from .. import naming
 from ..placement import on_node, remote
+from ..retry import ActorDirectory, ActorNotFound
 from .shard_host import ShardHost
 
 log = logging.getLogger(__name__)
@@ -33,6 +32,7 @@ class ControllerActor(ShardHost):
         # this controller made live as long as it keeps theirs (or until they expire idle).
         self._share_partitions: dict[str, object] = {}
         self._creating: dict[str, asyncio.Future] = {}  # SharePartition name -> its creation under way
+        self._actors = ActorDirectory(namespace)
 
     async def deployment(self) -> dict:
         return dict(self._deployment)
@@ -85,14 +85,14 @@ class ControllerActor(ShardHost):
         from .share_partition import SharePartitionActor
         d = self._deployment
         try:
-            ray.get_actor(name, namespace=d["namespace"])
+            await self._actors.lookup(name, fresh=True)  # not a cached one: it may have gone away idle
             return
-        except ValueError:
+        except ActorNotFound:
             pass
         node = None
         try:
-            leader = ray.get_actor(naming.partition_leader(topic, partition), namespace=d["namespace"])
-            node = (await asyncio.wait_for(leader.status.remote(), LEADER_STATUS_TIMEOUT_S))["node_id"]
+            node = (await self._actors.send(naming.partition_leader(topic, partition), "status",
+                                            timeout_s=LEADER_STATUS_TIMEOUT_S))["node_id"]
         except Exception as e:  # no leader, or it is restarting: let Ray place it
             log.info("placing %s without its leader's node: %s", name, e)
         handle = remote(SharePartitionActor, name, d["namespace"], d["detached"], d["config"],

@@ -15,8 +15,6 @@ import logging
 import uuid
 from typing import Callable
 
-import ray
-
 from runtime.coordinator import CoordinatorState, Result
 from runtime.errors import Errors, KafkaError
 from runtime.group.shard import GroupCoordinatorShard
@@ -41,7 +39,7 @@ from runtime.messages.txn import (TxnOffsetCommitRequest, TxnOffsetCommitRespons
 from runtime.topics.internal import OFFSETS_TOPIC, log_name
 
 from .. import naming
-from ..retry import ActorDirectory
+from ..retry import ActorDirectory, ActorNotFound
 from .shard_host import ShardHost
 
 log = logging.getLogger(__name__)
@@ -225,18 +223,24 @@ class GroupCoordinatorActor(ShardHost):
         again (an offset alter started it over under `state_epoch`). One that does not answer
         is restarting or gone, and loads the new state when it comes back; if it is only
         slow, its next write is fenced (FENCED_STATE_EPOCH) and it loads then."""
-        calls = []
-        for partition in partitions:
-            try:
-                sp = ray.get_actor(naming.share_partition(group_id, topic, partition), namespace=self._namespace)
-            except ValueError:
-                continue  # none: the next share fetch creates one, which loads the new state
-            calls.append((partition, sp.reload_state.remote(state_epoch)))
-        for partition, call in calls:
-            try:
-                await asyncio.wait_for(call, RELOAD_TIMEOUT_S)
-            except Exception as e:
-                log.info("%s: reloading %s-%d of %s: %s", self.runtime.name, topic, partition, group_id, e)
+        results = await asyncio.gather(*(self._share_partition_call(
+            group_id, topic, p, "reload_state", state_epoch, timeout_s=RELOAD_TIMEOUT_S) for p in partitions),
+            return_exceptions=True)
+        for partition, result in zip(partitions, results):
+            # None: no SharePartition; the next share fetch creates one, which loads the new state
+            if isinstance(result, Exception):
+                log.info("%s: reloading %s-%d of %s: %s", self.runtime.name, topic, partition, group_id, result)
+
+    async def _share_partition_call(self, group_id: str, topic: str, partition: int, method: str, *args,
+                                    timeout_s: float | None = None):
+        """One call on the SharePartition of the group on the topic partition, found afresh
+        (one that went away idle may have a successor) off the event loop; None when there
+        is none (it holds nothing, and one created later reads the state as it is then)."""
+        try:
+            return await self._actors.send(naming.share_partition(group_id, topic, partition), method, *args,
+                                           timeout_s=timeout_s, fresh=True)
+        except ActorNotFound:
+            return None
 
     async def alter_share_group_offsets(self, request: AlterShareGroupOffsetsRequest
                                         ) -> AlterShareGroupOffsetsResponse:
@@ -311,27 +315,19 @@ class GroupCoordinatorActor(ShardHost):
         for _topic_id, topic, partitions in live:
             for partition in partitions:
                 try:
-                    sp = ray.get_actor(naming.share_partition(group_id, topic, partition), namespace=self._namespace)
-                    await sp.update_config.remote(share)
-                except Exception as e:  # not created yet, or restarting: it reads them when it loads
+                    await self._share_partition_call(group_id, topic, partition, "update_config", share)
+                except Exception as e:  # restarting: it reads them when it loads
                     log.info("%s: share configs of %s to %s-%d: %s", self.runtime.name, group_id, topic, partition, e)
 
     async def _release_share_member(self, released) -> None:
         """A share-group member left or was fenced: its SharePartitions release what it
         holds now, rather than when the acquisition locks expire."""
-        calls = []
-        for topic, partition in released.partitions:
-            try:
-                sp = ray.get_actor(naming.share_partition(released.group_id, topic, partition),
-                                   namespace=self._namespace)
-            except ValueError:
-                continue  # never fetched from: it holds nothing
-            calls.append(sp.release_member.remote(released.member_id))
-        for call in calls:
-            try:
-                await call
-            except Exception as e:  # the lock expiry releases the records anyway
-                log.info("%s: releasing %s: %s", self.runtime.name, released.member_id, e)
+        results = await asyncio.gather(*(self._share_partition_call(
+            released.group_id, topic, partition, "release_member", released.member_id)
+            for topic, partition in released.partitions), return_exceptions=True)
+        for result in results:
+            if isinstance(result, Exception):  # the lock expiry releases the records anyway
+                log.info("%s: releasing %s: %s", self.runtime.name, released.member_id, result)
 
     async def notify_topics(self) -> None:
         """Topics were created, grown or deleted: read them now. Returns once topics at least
