@@ -98,9 +98,8 @@ class ModernConsumerActor(ConsumerActorBase):
                 continue
             last_sent = time.monotonic()
             try:
-                response = await asyncio.wait_for(
-                    self._actor(coordinator).consumer_group_heartbeat.remote(request, self.client_id, self.host),
-                    self.s["request_timeout_ms"] / 1000)
+                response = await self._actors.send(coordinator, "consumer_group_heartbeat", request, self.client_id,
+                                                   self.host, timeout_s=self.s["request_timeout_ms"] / 1000)
             except asyncio.CancelledError:
                 raise
             except Exception as e:

@@ -251,12 +251,11 @@ class PartitionLeaderActor:
             request.transactional_id, request.producer_id, request.producer_epoch, True,
             (AddPartitionsToTxnTopic(self.topic, (self.partition,)),)),))
         try:
-            response = await asyncio.wait_for(self._directory().get(name).add_partitions_to_txn.remote(ask),
-                                              int(self._config.get("request.timeout.ms", 30000)) / 1000)
+            response = await self._directory().send(name, "add_partitions_to_txn", ask,
+                                                    timeout_s=int(self._config.get("request.timeout.ms", 30000)) / 1000)
         except KafkaError:
             raise
         except Exception as e:
-            self._directory().forget(name)
             why = "timed out" if isinstance(e, asyncio.TimeoutError) else to_kafka_error(e).message
             raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"verifying with {name}: {why}") from None
         codes = [p.partition_error_code for r in response.results_by_transaction for t in r.topic_results

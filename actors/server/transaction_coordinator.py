@@ -25,7 +25,7 @@ from runtime.txn.coordinator import TransactionCoordinatorShard, TxnMarkers
 
 from .. import naming
 from ..errors import to_kafka_error
-from ..retry import ActorDirectory, Backoff
+from ..retry import ActorDirectory, ActorNotFound, Backoff
 from .shard_host import ShardHost, now_ms
 
 log = logging.getLogger(__name__)
@@ -112,21 +112,19 @@ class TransactionCoordinatorActor(ShardHost):
         backoff = Backoff(50, 1000)
         while True:
             try:
-                handle = self._actors.get(name)
-            except KafkaError:  # no such actor
+                response = await self._actors.send(name, "write_txn_markers", request,
+                                                   timeout_s=self._marker_timeout_s)
+                codes = [p.error_code for m in response.markers for t in m.topics for p in t.partitions]
+                error = next((Errors.for_code(c) for c in codes if c), None)
+            except ActorNotFound:
                 if topic != OFFSETS_TOPIC and not await self._topic_exists(topic):
                     log.warning("%s: %s was deleted: its marker is dropped", self.runtime.name, topic)
                     return
                 await asyncio.sleep(backoff.next_s())  # the leader is being (re)created
                 continue
-            try:
-                response = await asyncio.wait_for(handle.write_txn_markers.remote(request), self._marker_timeout_s)
-                codes = [p.error_code for m in response.markers for t in m.topics for p in t.partitions]
-                error = next((Errors.for_code(c) for c in codes if c), None)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                self._actors.forget(name)
                 error = to_kafka_error(e).error if not isinstance(e, asyncio.TimeoutError) else Errors.REQUEST_TIMED_OUT
             if error is None:
                 return
@@ -137,7 +135,7 @@ class TransactionCoordinatorActor(ShardHost):
 
     async def _topic_exists(self, topic: str) -> bool:
         try:
-            response = await self._actors.get(naming.CONTROLLER).metadata.remote(MetadataRequest((topic,)))
+            response = await self._actors.send(naming.CONTROLLER, "metadata", MetadataRequest((topic,)), timeout_s=None)
         except Exception as e:
             log.info("%s: metadata of %s: %s", self.runtime.name, topic, to_kafka_error(e))
             return True  # not known to be gone: keep trying

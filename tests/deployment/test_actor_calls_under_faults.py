@@ -164,10 +164,6 @@ KNOWN_BLOCKING = {
     ("actors/server/gateway.py", "call"),
     ("actors/server/gateway_brokers.py", "_describe"),
     ("actors/server/gateway_brokers.py", "_node_of"),
-    ("actors/clients/modern_consumer.py", "_group_loop"),
-    ("actors/server/partition_leader.py", "_verify"),
-    ("actors/server/transaction_coordinator.py", "_topic_exists"),
-    ("actors/server/transaction_coordinator.py", "_write_markers"),
 }
 
 
