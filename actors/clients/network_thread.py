@@ -45,7 +45,8 @@ class NetworkThread:
             return cls._instance
 
     def submit(self, coroutine: Coroutine) -> concurrent.futures.Future:
-        """Start `coroutine` on the loop; cancelling the future cancels it."""
+        """Start `coroutine` on the loop; cancelling the future cancels it, and with it the
+        actor call it awaits (made through actors.retry, as every client's calls are)."""
         if threading.current_thread() is self._thread:
             coroutine.close()
             raise RuntimeError("a client call from the network thread itself would wait for itself")
@@ -76,7 +77,9 @@ class NetworkThread:
 
 
 def result_within(future: concurrent.futures.Future, timeout_s: float | None) -> Any:
-    """`future`'s result; REQUEST_TIMED_OUT (with it cancelled) after `timeout_s`."""
+    """`future`'s result; REQUEST_TIMED_OUT (with it cancelled) after `timeout_s`. Cancelling
+    its coroutine cancels the actor call it awaits too, on the actor (actors.retry.await_ref),
+    so a call given up on here does not run on (a ShareFetch acquiring records for nobody)."""
     try:
         return future.result(timeout_s)
     except concurrent.futures.TimeoutError:
