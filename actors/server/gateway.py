@@ -28,7 +28,8 @@ from typing import Any, Awaitable, Callable
 
 from runtime.errors import Errors, KafkaError
 from runtime.wire.connection import ProtocolError, RequestReceived, ServerConnection
-from runtime.wire.entities import build, error_response
+from runtime.wire.entities import build, plain
+from runtime.wire.error_responses import error_response
 from runtime.wire.fetch_session import MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS, FetchSessionCache
 from runtime.wire.frames import SOCKET_REQUEST_MAX_BYTES
 from runtime.wire.versions import api_versions_response, response_class
@@ -316,5 +317,7 @@ class GatewayActor:
         except Exception as e:  # what a handler did not answer itself fails the request as a whole
             error = to_kafka_error(e)
             log.warning("%s v%d failed: %s", cls.__name__, event.api_version, error)
-            return error_response(cls, error.code)
+            # As Kafka: on each topic, partition, group... the request named, where the
+            # response carries its errors (runtime.wire.error_responses).
+            return error_response(event.api_key, event.api_version, plain(event.request), error)
         return None if data is None else build(cls, data)

@@ -120,18 +120,3 @@ def plain(entity) -> dict:
             convert = functools.partial(_to_plain, kafka_type)
         out[name] = None if value is None else [convert(v) for v in value] if array else convert(value)
     return out
-
-
-_EMPTY = {"string": "", "bytes": b"", "records": b"", "bool": False, "uuid": ZERO_UUID}
-
-
-def error_response(cls, error_code: int):
-    """A response of `cls` that carries only a top-level error (Kafka's getErrorResponse
-    for a request that failed as a whole): every error field set, everything else empty."""
-    data = {}
-    for f, (name, kafka_type, entity, array) in zip(dataclasses.fields(cls), _fields(cls)):
-        if kafka_type == "error_code":
-            data[name] = error_code
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            data[name] = () if array or entity else _EMPTY.get(kafka_type, 0)
-    return build(cls, data)

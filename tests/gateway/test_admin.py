@@ -5,6 +5,7 @@ altered, topics deleted and partitions added, offsets and groups deleted; bad in
 Kafka's error and changes nothing. FindCoordinator's batched keys and OffsetFetch's
 require_stable are checked on raw requests (kio), as no client sends them on demand."""
 import asyncio
+import contextlib
 import io
 import socket
 import struct
@@ -17,15 +18,18 @@ from aiokafka.admin.config_resource import ConfigResourceType as AioConfigResour
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
                                    ResourceType)
+from confluent_kafka.admin import NewTopic as ConfluentNewTopic
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import ConfigResourceType as KConfigResourceType
 from kafka.admin import NewPartitions as KNewPartitions
 from kafka.admin import NewTopic
-from kafka.errors import GroupIdNotFoundError, MessageSizeTooLargeError
+from kafka.errors import GroupIdNotFoundError, KafkaStorageError, MessageSizeTooLargeError
 from kafka.structs import OffsetAndMetadata
 from kio.serial import entity_reader, entity_writer
 
+from actors import naming
+from runtime.errors import Errors, KafkaError
 from runtime.messages.txn import TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic
 from runtime.wire.entities import build, plain
 from runtime.wire.versions import request_class, response_class
@@ -33,7 +37,7 @@ from tests.conftest import wait_until
 
 pytestmark = pytest.mark.ray
 
-UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST, INVALID_CONFIG = 3, 42, 40
+UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST, INVALID_CONFIG, KAFKA_STORAGE_ERROR = 3, 42, 40, 56
 GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, GROUP_SUBSCRIBED_TO_TOPIC, UNSTABLE_OFFSET_COMMIT = 69, 68, 86, 88
 
 
@@ -346,6 +350,63 @@ def test_bad_topic_input_gets_kafkas_errors_and_changes_nothing(cluster, cadmin)
     assert topic_configs(cadmin, "steady") == before
     assert set(cadmin.list_topics(timeout=30).topics) == topics_before
     assert len(cadmin.list_topics(topic="steady", timeout=30).topics["steady"].partitions) == 2
+
+
+class LeaderThatCannotStart:
+    """Holds a partition leader's name as a leader whose log does not open would: the
+    gateway finds it there and its ready() fails."""
+
+    def ready(self):
+        raise KafkaError(Errors.KAFKA_STORAGE_ERROR, "the leader's log does not open")
+
+
+@contextlib.contextmanager
+def leaders_that_cannot_start(cluster, partitions):
+    import ray
+    actors = [ray.remote(num_cpus=0)(LeaderThatCannotStart).options(
+        name=naming.partition_leader(topic, p), namespace=cluster.namespace).remote() for topic, p in partitions]
+    try:
+        ray.get([a.__ray_ready__.remote() for a in actors], timeout=60)
+        yield
+    finally:
+        for a in actors:
+            ray.kill(a)
+
+
+def test_a_failed_create_partitions_is_an_error_on_each_topic_for_each_admin_client(cluster, kadmin, cadmin):
+    """A CreatePartitions that fails as a whole (here a new partition's leader cannot
+    start) has the error on every topic it named, as Kafka answers: an answer without them
+    reads as success."""
+    names = ["unready-k1", "unready-k2", "unready-c1", "unready-c2"]
+    kadmin.create_topics([NewTopic(name, 1, 1) for name in names])
+    try:
+        with leaders_that_cannot_start(cluster, [(name, 1) for name in names] + [("unready-k1", 2)]):
+            with pytest.raises(KafkaStorageError):
+                kadmin.create_partitions({"unready-k1": 2})
+            response = kadmin.create_partitions({"unready-k1": 3, "unready-k2": 2}, raise_errors=False)
+            assert sorted((r.name, r.error_code) for r in response.results) == [
+                ("unready-k1", KAFKA_STORAGE_ERROR), ("unready-k2", KAFKA_STORAGE_ERROR)]
+            futures = cadmin.create_partitions([NewPartitions("unready-c1", 2), NewPartitions("unready-c2", 2)])
+            assert {topic: error_code(f) for topic, f in futures.items()} == {
+                "unready-c1": KAFKA_STORAGE_ERROR, "unready-c2": KAFKA_STORAGE_ERROR}
+    finally:
+        kadmin.delete_topics(names)
+
+
+def test_a_failed_create_topics_is_an_error_on_each_topic_for_each_admin_client(cluster, kadmin, cadmin):
+    """The same for CreateTopics: the first topic's leader cannot start, and the request
+    fails on both topics it named."""
+    with leaders_that_cannot_start(cluster, [("unready-new-k", 0), ("unready-new-c", 0)]):
+        one = {"num_partitions": 1, "replication_factor": 1}
+        response = kadmin.create_topics({"unready-new-k": one, "unready-new-k2": one}, raise_errors=False)
+        assert sorted((t["name"], t["error_code"]) for t in response["topics"]) == [
+            ("unready-new-k", KAFKA_STORAGE_ERROR), ("unready-new-k2", KAFKA_STORAGE_ERROR)]
+        futures = cadmin.create_topics([ConfluentNewTopic("unready-new-c", 1), ConfluentNewTopic("unready-new-c2", 1)])
+        assert {topic: error_code(f) for topic, f in futures.items()} == {
+            "unready-new-c": KAFKA_STORAGE_ERROR, "unready-new-c2": KAFKA_STORAGE_ERROR}
+    # The controller made the first topic of each before its leader failed.
+    kadmin.delete_topics(["unready-new-k", "unready-new-c"])
+    assert not {"unready-new-k", "unready-new-k2", "unready-new-c", "unready-new-c2"} & set(kadmin.list_topics())
 
 
 def test_bad_group_input_gets_kafkas_errors_and_changes_nothing(bootstrap, cluster, cadmin, kadmin):
