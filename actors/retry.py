@@ -304,6 +304,16 @@ class ActorDirectory:
             if lookup.exception() is None:
                 self._cache[name] = lookup.result()
 
+    async def create(self, name: str, make: Callable[[], Any]) -> Any:
+        """`make()`, which creates the actor named `name` (or, with Ray's get_if_exists, gets
+        the one running under the name), on a lookup thread: it asks Ray's control service,
+        as a lookup does. Its handle is kept (`keep`), even when the caller gave up meanwhile."""
+        def made() -> Any:
+            handle = make()
+            self.keep(name, handle)
+            return handle
+        return await asyncio.shield(asyncio.wrap_future(_lookup_threads().submit(made)))
+
     def keep(self, name: str, handle: Any) -> None:
         """A handle of an actor this process created."""
         with self._lock:

@@ -28,10 +28,9 @@ class ControllerActor(ShardHost):
         super().__init__(METADATA_LOG, 0, TopicMetadataShard, data_dir, config)
         self._deployment = {"data_dir": data_dir, "config": dict(config), "namespace": namespace,
                             "detached": detached}
+        self._creating: dict[str, asyncio.Future] = {}  # SharePartition name -> its creation under way
         # A non-detached actor ends when its owner drops its last handle: the SharePartitions
         # this controller made live as long as it keeps theirs (or until they expire idle).
-        self._share_partitions: dict[str, object] = {}
-        self._creating: dict[str, asyncio.Future] = {}  # SharePartition name -> its creation under way
         self._actors = ActorDirectory(namespace)
 
     async def deployment(self) -> dict:
@@ -95,7 +94,7 @@ class ControllerActor(ShardHost):
                                             timeout_s=LEADER_STATUS_TIMEOUT_S))["node_id"]
         except Exception as e:  # no leader, or it is restarting: let Ray place it
             log.info("placing %s without its leader's node: %s", name, e)
-        handle = remote(SharePartitionActor, name, d["namespace"], d["detached"], d["config"],
-                        strategy=on_node(node)).remote(d["namespace"], group_id, topic, topic_id, partition,
-                                                       d["config"])
-        self._share_partitions[name] = handle
+        # Creating a named actor asks Ray's control service: off the event loop, as lookups.
+        await self._actors.create(name, lambda: remote(
+            SharePartitionActor, name, d["namespace"], d["detached"], d["config"], strategy=on_node(node),
+        ).remote(d["namespace"], group_id, topic, topic_id, partition, d["config"]))
