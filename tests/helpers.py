@@ -79,6 +79,15 @@ def double_owners(log):
             if tp == tp2 and m != m2 and start < end2 and start2 < end]
 
 
+def error_code(future, timeout_s: float = 30) -> int:
+    """The Kafka error code a confluent-kafka admin future fails with (it must fail)."""
+    import pytest
+    from confluent_kafka import KafkaException
+    with pytest.raises(KafkaException) as e:
+        future.result(timeout_s)
+    return e.value.args[0].code()
+
+
 def read_partition(cluster, topic, partition, committed=False):
     """Every (offset, value) of the partition, read_committed or not (retried while the
     leader restarts)."""

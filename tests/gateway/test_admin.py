@@ -15,7 +15,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin import NewPartitions as AioNewPartitions
 from aiokafka.admin.config_resource import ConfigResource as AioConfigResource
 from aiokafka.admin.config_resource import ConfigResourceType as AioConfigResourceType
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
                                    ResourceType)
 from confluent_kafka.admin import NewTopic as ConfluentNewTopic
@@ -34,6 +34,7 @@ from runtime.messages.txn import TxnOffsetCommitRequest, TxnOffsetCommitRequestP
 from runtime.wire.entities import build, plain
 from runtime.wire.versions import request_class, response_class
 from tests.conftest import wait_until
+from tests.helpers import error_code
 
 pytestmark = pytest.mark.ray
 
@@ -67,12 +68,6 @@ def aio(bootstrap, method, *args, **kwargs):
 
 def done(futures: dict) -> dict:
     return {key: f.result(30) for key, f in futures.items()}
-
-
-def error_code(future) -> int:
-    with pytest.raises(KafkaException) as e:
-        future.result(30)
-    return e.value.args[0].code()
 
 
 def commit(bootstrap, group, topic, offsets):
