@@ -30,7 +30,7 @@ import time
 import uuid
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from runtime.clients.share_acknowledgements import AckResult, InFlightRecords, commit_outcome
 from runtime.clients.share_fetch import FetchPartition, ShareFetchBook, records_of
@@ -65,6 +65,10 @@ DEFAULT_CONFIG: dict = {
 def _clock_ms() -> float:
     """The book's clock for acquisition locks: monotonic, as only durations are compared."""
     return time.monotonic() * 1000
+
+
+async def _resolved(value):
+    return value
 
 
 @dataclass(frozen=True)
@@ -190,7 +194,7 @@ class ShareConsumerBackground(ClientActor):
         route = self.book.route(self.book.screen(acks, _clock_ms()), self._fetchable)
         renewals = [self._acknowledge(tp, a) for tp, a in route.renew.items()]
         for tp, a in route.alone.items():
-            self._spawn(self._acknowledge_later(tp, a))
+            self._spawn(self._acknowledge_later(self._acknowledge(tp, a)))
         for tp, a in route.fetch.items():
             self._start_fetch(tp, a, timeout_ms)
         renewed = list(await asyncio.gather(*renewals))
@@ -229,24 +233,35 @@ class ShareConsumerBackground(ClientActor):
             log.info("%s: share fetch of %s: %s", self.client_id, part.tp, error)
             self._refused(error, stamp)
 
-    async def _acknowledge(self, tp: TopicPartition, acks: dict) -> AckResult:
+    def _acknowledge(self, tp: TopicPartition, acks: dict) -> Awaitable[AckResult]:
+        """A ShareAcknowledge of the partition, under way from now on (its partition is not
+        fetched until it is answered); the awaitable gives its outcome."""
         part = self.book.partitions.get(tp)
         if part is None:
-            return self.book.acknowledge_refused(tp, acks)
+            return _resolved(self.book.acknowledge_refused(tp, acks))
         request, acks = self.book.acknowledge_request(part, acks)
+        part.acknowledging += 1
+        return self._send_acknowledge(part, request, acks)
+
+    async def _send_acknowledge(self, part: FetchPartition, request, acks: dict) -> AckResult:
         stamp = self.membership.stamp()
+        sent = _clock_ms()
         try:
             response = await self._sp_call(part, "share_acknowledge", request,
-                                        timeout_s=self.s["request_timeout_ms"] / 1000)
+                                           timeout_s=self.s["request_timeout_ms"] / 1000)
         except KafkaError as e:
             response = e
-        result = self.book.acknowledge_outcome(tp, acks, response, _clock_ms())
+        finally:
+            part.acknowledging -= 1
+            if self._arrived is not None:
+                self._arrived.set()  # the partition may be fetched again
+        result = self.book.acknowledge_outcome(part.tp, acks, response, sent)
         if result.error is not None:
             self._refused(result.error.error, stamp)
         return result
 
-    async def _acknowledge_later(self, tp: TopicPartition, acks: dict) -> None:
-        self.book.results.append(await self._acknowledge(tp, acks))
+    async def _acknowledge_later(self, sending: Awaitable[AckResult]) -> None:
+        self.book.results.append(await sending)
         if self._arrived is not None:
             self._arrived.set()
 

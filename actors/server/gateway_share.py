@@ -11,6 +11,12 @@ them and answers when every one has (each SharePartition answers as soon as it a
 so records are never acquired for an answer that already left). When a session ends (closed,
 replaced, or its connection gone) the records its member holds there are released, as Kafka
 does.
+
+Kafka's clients acknowledge offsets; shoal's SharePartitions take acknowledgements of
+deliveries. The share session keeps which delivery (acquisition id) it was handed each offset
+in and names them (runtime.share.sessions). The acquisition lock timeout a fetch answers
+with is the time left on the locks of what it hands out (Kafka's clients count it from the
+answer's arrival), never the group's full lock duration when part of it is spent already.
 """
 from __future__ import annotations
 
@@ -19,7 +25,7 @@ import logging
 import time
 
 from runtime.errors import Errors, KafkaError
-from runtime.messages.share import (AcknowledgementBatch, AcknowledgePartition, AcknowledgeTopic,
+from runtime.messages.share import (AcknowledgementBatch, AcknowledgePartition, AcknowledgeTopic, AcknowledgeType,
                                     ShareAcknowledgeRequest, ShareFetchRequest, ShareFetchRequestPartition,
                                     ShareFetchRequestTopic)
 from runtime.messages.share_group import ShareGroupDescribeRequest, ShareGroupHeartbeatRequest
@@ -130,6 +136,28 @@ def _batches(p: dict) -> tuple[AcknowledgementBatch, ...]:
                  for b in p["acknowledgement_batches"])
 
 
+def _clock_ms() -> float:
+    return time.monotonic() * 1000
+
+
+def _renewed_offsets(acks: tuple[AcknowledgementBatch, ...]) -> list[int]:
+    return [o for b in acks for i, o in enumerate(range(b.first_offset, b.last_offset + 1))
+            if (b.acknowledge_types[i] if len(b.acknowledge_types) > 1 else b.acknowledge_types[0])
+            == AcknowledgeType.RENEW]
+
+
+def _sent(session: ShareSession | None, tp: tuple[str, int], acks: tuple, response, sent_ms: float) -> None:
+    """What an answered ShareAcknowledge (or the acknowledgements of a ShareFetch) did to the
+    session's deliveries: renewed locks last longer."""
+    if session is None or response.error_code:
+        return
+    (got,) = response.responses[0].partitions
+    renewed = _renewed_offsets(acks)
+    failed = getattr(got, "acknowledge_error_code", got.error_code)
+    if renewed and not failed:
+        session.renewed(tp, renewed, sent_ms + response.acquisition_lock_timeout_ms)
+
+
 def connection_closed(gw, connection) -> None:
     """The sessions of a closed connection end; their records are released."""
     for session in gw.share_sessions.connection_closed(connection):
@@ -153,6 +181,7 @@ async def share_fetch(gw, event) -> dict:
                                                   any(listed.values()))
     except KafkaError as e:
         return _fetch_error(e)
+    session = gw.share_sessions.get(group_id, member_id) or ended
     names = await gw.topic_ids.names(sorted({tid for tid, _ in (*listed, *fetching)}))
     template = dict(group_id=group_id, member_id=member_id, share_session_epoch=epoch, min_bytes=r["min_bytes"],
                     max_bytes=r["max_bytes"], max_records=r["max_records"], batch_size=r["batch_size"],
@@ -165,11 +194,15 @@ async def share_fetch(gw, event) -> dict:
         out = results.setdefault((tid, p), {"partition_index": p, "error_code": 0, "error_message": None,
                                             "acknowledge_error_code": 0, "acknowledge_error_message": None,
                                             "current_leader": {"leader_id": -1, "leader_epoch": -1},
-                                            "records": b"", "acquired_records": [], "lock_ms": 0})
+                                            "records": b"", "acquired_records": [], "lock_ms": 0,
+                                            "lock_deadline_ms": None})
         if tid not in names:
             out["error_code"] = Errors.UNKNOWN_TOPIC_ID.code
             return
         topic = names[tid]
+        sent = _clock_ms()
+        if acks and session is not None:
+            acks = session.name((tid, p), acks, sent)
         try:
             if acquire:
                 request = ShareFetchRequest(**template, max_wait_ms=wait_ms, topics=(
@@ -193,6 +226,7 @@ async def share_fetch(gw, event) -> dict:
             return
         (got,) = response.responses[0].partitions
         out["lock_ms"] = max(out["lock_ms"], response.acquisition_lock_timeout_ms)
+        _sent(session, (tid, p), acks, response, sent)
         if not acquire:
             out["error_code"], out["error_message"] = got.error_code, got.error_message
             return
@@ -204,6 +238,12 @@ async def share_fetch(gw, event) -> dict:
             out["acquired_records"] = [{"first_offset": a.first_offset, "last_offset": a.last_offset,
                                         "delivery_count": a.delivery_count} for a in got.acquired_records]
             out["records"] = b"".join(fetched_records(b) for b in got.records or ())
+            now = _clock_ms()
+            deadline = now + got.lock_remaining_ms
+            out["lock_deadline_ms"] = deadline
+            if session is not None:
+                session.handed_out((tid, p), [(a.first_offset, a.last_offset) for a in got.acquired_records],
+                                   got.acquisition_id, deadline, now)
 
     deadline = time.monotonic() + r["max_wait"] / 1000
     # Acknowledgements first, with the first pass that does not wait; partitions outside the
@@ -223,10 +263,17 @@ def _fetch_response(gw, results: dict) -> dict:
     me = gw.address()["node_id"]
     by_topic: dict[str, list] = {}
     lock_ms = 0
+    deadlines = []
     for (tid, _), out in sorted(results.items()):
         lock_ms = max(lock_ms, out.pop("lock_ms"))
+        deadline = out.pop("lock_deadline_ms")
+        if deadline is not None:
+            deadlines.append(deadline)
         out["current_leader"] = {"leader_id": me, "leader_epoch": 0}
         by_topic.setdefault(tid, []).append(out)
+    if deadlines:
+        # The client counts from this answer: what is left of the earliest lock it hands out.
+        lock_ms = max(int(min(deadlines) - _clock_ms()), 0)
     return {"throttle_time": 0, "error_code": 0, "error_message": None, "acquisition_lock_timeout": lock_ms,
             "responses": [{"topic_id": tid, "partitions": parts} for tid, parts in by_topic.items()],
             "node_endpoints": []}
@@ -242,6 +289,7 @@ async def share_acknowledge(gw, event) -> dict:
     except KafkaError as e:
         return {"throttle_time": 0, "error_code": e.code, "error_message": e.message, "responses": [],
                 "node_endpoints": [], "acquisition_lock_timeout": 0}
+    session = gw.share_sessions.get(group_id, member_id) or ended
     listed = {(t["topic_id"], p["partition_index"]): _batches(p) for t in r["topics"] for p in t["partitions"]}
     names = await gw.topic_ids.names(sorted({tid for tid, _ in listed}))
     is_renew = bool(r.get("is_renew_ack", False))
@@ -253,6 +301,9 @@ async def share_acknowledge(gw, event) -> dict:
                "current_leader": {"leader_id": gw.address()["node_id"], "leader_epoch": 0}}
         if tid not in names:
             return {**out, "error_code": Errors.UNKNOWN_TOPIC_ID.code}
+        sent = _clock_ms()
+        if session is not None:
+            acks = session.name((tid, p), acks, sent)
         request = ShareAcknowledgeRequest(group_id, member_id, epoch, is_renew,
                                           (AcknowledgeTopic(tid, (AcknowledgePartition(p, acks),)),))
         try:
@@ -261,6 +312,7 @@ async def share_acknowledge(gw, event) -> dict:
             return {**out, "error_code": partition_error(e), "error_message": e.message}
         if response.error_code:
             return {**out, "error_code": response.error_code, "error_message": response.error_message}
+        _sent(session, (tid, p), acks, response, sent)
         lock_ms = max(lock_ms, response.acquisition_lock_timeout_ms)
         (got,) = response.responses[0].partitions
         return {**out, "error_code": got.error_code, "error_message": got.error_message}

@@ -35,7 +35,7 @@ from runtime.messages.share_group import DescribeGroupConfigRequest, ShareGroupD
 from runtime.messages.topics import READ_COMMITTED, READ_UNCOMMITTED, ListOffsetsRequest
 from runtime.share.members import ShareMembers
 from runtime.share.partition import PendingShareWrite, SharePartition, SharePartitionState
-from runtime.share.reads import acquire_from_read, read_request, readable_end
+from runtime.share.reads import LeaderRead, acquire_from_read, read_request, readable_end
 
 from .. import metrics, naming
 from ..config import DEFAULTS
@@ -385,7 +385,7 @@ class SharePartitionActor:
         deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
         part = self._my_partition(request.topics)
         ack_error = error = None
-        acquired, batches, lock_ms = (), (), 0
+        got, lock_ms = LeaderRead(), 0
         acknowledged = False
         write = None
         try:
@@ -403,7 +403,7 @@ class SharePartitionActor:
                     write = asyncio.get_running_loop().create_task(self._persist(begun))
             acknowledged = True
             try:
-                acquired, batches = await self._acquire(request, deadline)
+                got = await self._acquire(request, deadline)
             finally:
                 if write is not None:
                     ack_error = await write
@@ -413,14 +413,18 @@ class SharePartitionActor:
             if e.error is Errors.UNKNOWN_MEMBER_ID and not acknowledged:
                 return _refused(ShareFetchResponse, e)
             error = e
+        # The lock began when the records were acquired, maybe long before this answer (a slow
+        # write of the acknowledgements the fetch carried): the answer says what is left of it.
+        remaining = -1 if got.lock_deadline_ms is None else max(got.lock_deadline_ms - now_ms(), 0)
         result = ShareFetchResponsePartition(
             self.partition, error.code if error else 0, error.message if error else None,
             ack_error.code if ack_error else 0, ack_error.message if ack_error else None,
-            records=batches, acquired_records=acquired)
+            records=got.batches, acquired_records=got.acquired, acquisition_id=got.acquisition_id,
+            lock_remaining_ms=remaining)
         return ShareFetchResponse(acquisition_lock_timeout_ms=lock_ms,
                                   responses=(ShareFetchableTopicResponse(self.topic_id, (result,)),))
 
-    async def _acquire(self, request: ShareFetchRequest, deadline: float) -> tuple[tuple, tuple]:
+    async def _acquire(self, request: ShareFetchRequest, deadline: float) -> LeaderRead:
         max_records = request.max_records or DEFAULT_MAX_RECORDS
         while True:
             sp = await self._active()
@@ -442,17 +446,17 @@ class SharePartitionActor:
                     continue  # another fetcher moved on; look again
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return (), ()
+                return LeaderRead()
             if self._high_watermark >= 0 and (self._watcher is None or self._watcher.done()):
                 self._watcher = asyncio.get_running_loop().create_task(
                     self._watch_leader(sp, remaining, request.max_bytes, max_records))
             try:
                 await asyncio.wait_for(changed.wait(), remaining)
             except asyncio.TimeoutError:
-                return (), ()
+                return LeaderRead()
 
     async def _read_and_acquire(self, sp: SharePartition, request: ShareFetchRequest, offset: int,
-                                max_records: int, deadline: float) -> tuple[tuple, tuple] | None:
+                                max_records: int, deadline: float) -> LeaderRead | None:
         """One leader read for the member (or the watcher's, when it read from the same
         offset); what it means is runtime.share.reads'."""
         read = read_request(sp, self.topic, self.partition, request.max_bytes, max_records)
@@ -475,7 +479,7 @@ class SharePartitionActor:
         if not got.acquired:
             return None
         self._kick_timer()
-        return got.acquired, got.batches
+        return got
 
     async def _watch_leader(self, sp: SharePartition, wait_s: float, max_bytes: int, max_records: int) -> None:
         """One long poll on the leader past the known high watermark (last stable offset under
@@ -501,6 +505,12 @@ class SharePartitionActor:
     async def metrics_snapshot(self) -> list[dict]:
         """The values this actor's process gave Ray's metrics."""
         return metrics.registry.snapshot()
+
+    async def acquisitions(self) -> dict:
+        """{offset: acquisition id} of the acquired records: the delivery an acknowledgement
+        of each must name (for tests and tools; a consumer has it from its fetch)."""
+        sp = await self._active()
+        return {o: sp.acquisition_of(o) for o, (s, _, _, _) in sp.record_states().items() if s.name == "ACQUIRED"}
 
     async def record_states(self) -> dict:
         """{offset: (state name, delivery count, holder)} of the cached records, with the

@@ -16,14 +16,23 @@ the record with the same delivery count, so the book drops it unseen and unackno
 Kafka's share consumer, a partition is not fetched while records of it wait in the buffer, so
 a poll never holds two deliveries of one offset.
 
-The book counts each record's acquisition lock from the response that brought it (the lock
-began a little before, by the response's own latency). An acknowledgement of a handed-out
-record whose lock has run out is not sent: the book answers it INVALID_RECORD_STATE, as the
-SharePartition does, unless this member's fetch acquired the record again meanwhile; then
-the SharePartition would take the stale acknowledgement for the new delivery (Kafka's
-acknowledgements name offsets, not deliveries). A record whose lock ran out while it waited
-in the buffer is still handed out, as Kafka's consumer does: the user may process it, and
-learns from the acknowledgement's outcome that the delivery had ended.
+Every acknowledgement names the delivery it is for: the acquisition id of the fetch that
+handed the record out. The SharePartition refuses one that names an earlier delivery of the
+same offset (this member's fetch may have acquired it again after its lock ran out), so a
+late acknowledgement never settles a later delivery.
+
+The book counts each record's acquisition lock from the answer that brought it, with what
+the SharePartition said was left of it when it answered (the answer may have waited long
+after the acquisition, on a slow write of the acknowledgements the fetch carried). The lock
+believed here outlasts the real one by the answer's way back at most; an acknowledgement sent
+in that moment names a delivery that has ended, and the SharePartition refuses it.
+An acknowledgement of a handed-out record whose lock has run out is not sent: the book
+answers it INVALID_RECORD_STATE, as the SharePartition would. A record whose lock ran out
+while it waited in the buffer is still handed out, as Kafka's consumer does: the user may
+process it, and learns from the acknowledgement's outcome that the delivery had ended.
+
+Acknowledgements and fetches of one partition go in order: a partition with a
+ShareAcknowledge under way is not fetched until it is answered.
 """
 from __future__ import annotations
 
@@ -31,9 +40,10 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 
 from runtime.errors import Errors, KafkaError
-from runtime.messages.share import (AcknowledgePartition, AcknowledgeTopic, AcknowledgeType, ShareAcknowledgeRequest,
-                                    ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchRequestPartition,
-                                    ShareFetchRequestTopic, ShareFetchResponse)
+from runtime.messages.share import (NO_ACQUISITION, AcknowledgePartition, AcknowledgeTopic, AcknowledgeType,
+                                    ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
+                                    ShareFetchRequestPartition, ShareFetchRequestTopic, ShareFetchResponse,
+                                    name_deliveries)
 from runtime.topics.data import decode_entries
 
 from .share_acknowledgements import AckResult, acknowledgement_batches
@@ -47,14 +57,16 @@ class ShareChunk:
     """Acquired records of one log batch: `ranges` are (first offset, last offset, delivery
     count), ascending, all inside the batch, whose entries are base_offset, base_offset + 1...
     `membership`: the member's stamp when they were acquired. `lock_deadline_ms`: when their
-    acquisition lock runs out (the response's arrival plus the lock duration), on the clock the
-    book is given, or None when the SharePartition named no lock."""
+    acquisition lock runs out (the answer's arrival plus what it said was left of the lock), on
+    the clock the book is given, or None when the SharePartition named no lock.
+    `acquisition_id`: the delivery they are, which their acknowledgements name."""
     tp: TopicPartition
     base_offset: int
     payload: bytes
     ranges: tuple
     membership: int | None = None
     lock_deadline_ms: float | None = None
+    acquisition_id: int = NO_ACQUISITION
 
     @property
     def count(self) -> int:
@@ -91,13 +103,25 @@ class FetchPartition:
     tp: TopicPartition
     topic_id: str
     fetching: bool = False
+    acknowledging: int = 0  # ShareAcknowledges under way: the partition is not fetched meanwhile
     membership: int | None = None  # the member's stamp when the fetch under way was sent
-    gaps: dict[int, int] = field(default_factory=dict)  # acquired offsets that held no record
+    # Acquired offsets that held no record: {offset: (GAP, acquisition id)}.
+    gaps: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+def _renews(acks: dict) -> bool:
+    return any(t == AcknowledgeType.RENEW for t, _ in acks.values())
+
+
+def _batches(acks: dict) -> tuple:
+    """{offset: (type, acquisition id)} as the acknowledgement batches of those deliveries."""
+    return name_deliveries(acknowledgement_batches({o: t for o, (t, _) in acks.items()}),
+                           lambda o: acks[o][1] if o in acks else NO_ACQUISITION)
 
 
 @dataclass(frozen=True)
 class Route:
-    """Where a poll's acknowledgements go, {TopicPartition: {offset: type}} each."""
+    """Where a poll's acknowledgements go, {TopicPartition: {offset: (type, acquisition id)}} each."""
     renew: dict   # sent now on their own; the poll answers with their outcome
     alone: dict   # sent on their own (no fetch of that partition can carry them now)
     fetch: dict   # a fetch to start per partition, carrying these (possibly none)
@@ -112,8 +136,9 @@ class ShareFetchBook:
         self.buffer: deque[ShareChunk] = deque()  # fetched records, not yet polled
         self.buffered = 0  # records in the buffer
         self.dropped = 0  # buffered records dropped because their membership ended
-        # Handed-out records not yet acknowledged: {offset: when its acquisition lock runs out}.
-        self.locked: dict[TopicPartition, dict[int, float]] = {}
+        # Handed-out records not yet acknowledged: {offset: (acquisition id, when its lock runs
+        # out or None)}.
+        self.held: dict[TopicPartition, dict[int, tuple[int, float | None]]] = {}
         self.results: list[AckResult] = []  # outcomes not yet reported to the user
         self.lock_timeout_ms = -1
 
@@ -127,7 +152,7 @@ class ShareFetchBook:
         dropped = [p for tp, p in self.partitions.items() if tp not in wanted]
         self.partitions = wanted
         for p in dropped:
-            self.locked.pop(p.tp, None)
+            self.held.pop(p.tp, None)
         return dropped
 
     # ------------------------------------------------------------------ deciding
@@ -136,22 +161,23 @@ class ShareFetchBook:
         """A RENEW is answered in the poll that sends it; the rest rides on the partition's
         next fetch when one can start now, and goes alone otherwise. Every partition that can
         be fetched (`idle`) gets a fetch."""
-        renew = {tp: a for tp, a in acks.items() if AcknowledgeType.RENEW in a.values()}
+        renew = {tp: a for tp, a in acks.items() if _renews(a)}
         idle = self.idle(fetchable)
         alone, fetch = {}, {}
         for tp, a in acks.items():
             if tp not in renew:
                 (fetch if tp in idle else alone)[tp] = a
         for tp in idle:
-            fetch.setdefault(tp, {})
+            if tp not in renew:  # fetched once the renewal is answered
+                fetch.setdefault(tp, {})
         return Route(renew, alone, fetch)
 
     def idle(self, fetchable) -> list[TopicPartition]:
-        """The fetchable partitions with no fetch under way and none of their records in the
-        buffer (why not while buffered: the module's note)."""
+        """The fetchable partitions with no fetch or acknowledgement under way and none of
+        their records in the buffer (why: the module's note)."""
         buffered = {chunk.tp for chunk in self.buffer}
         return [tp for tp in fetchable if tp not in buffered
-                and (part := self.partitions.get(tp)) is not None and not part.fetching]
+                and (part := self.partitions.get(tp)) is not None and not part.fetching and not part.acknowledging]
 
     def _with_gaps(self, part: FetchPartition, acks: dict) -> dict:
         acks = {**part.gaps, **acks}
@@ -173,7 +199,7 @@ class ShareFetchBook:
             min_bytes=self.s["fetch_min_bytes"], max_bytes=self.s["max_partition_fetch_bytes"],
             max_records=self.s["max_poll_records"], batch_size=self.s["max_poll_records"],
             topics=(ShareFetchRequestTopic(part.topic_id, (ShareFetchRequestPartition(
-                tp.partition, acknowledgement_batches(acks)),)),))
+                tp.partition, _batches(acks)),)),))
         return request, acks
 
     def on_fetch_response(self, part: FetchPartition, acks: dict, response: ShareFetchResponse,
@@ -211,13 +237,13 @@ class ShareFetchBook:
         # A batch's entries are its offsets from the base on, one each (decode_entries).
         batches = sorted((b.base_offset, b.last_offset, b.records) for b in result.records or ())
         acquired = [(a.first_offset, a.last_offset, a.delivery_count) for a in result.acquired_records]
-        deadline = now_ms + self.lock_timeout_ms if self.lock_timeout_ms > 0 else None
+        deadline = now_ms + result.lock_remaining_ms if result.lock_remaining_ms >= 0 else None
         covered = 0
         for base, last, payload in batches:
             ranges = tuple((max(first, base), min(end, last), count) for first, end, count in acquired
                            if first <= last and end >= base)
             if ranges:
-                chunk = ShareChunk(part.tp, base, payload, ranges, part.membership, deadline)
+                chunk = ShareChunk(part.tp, base, payload, ranges, part.membership, deadline, result.acquisition_id)
                 self.buffer.append(chunk)
                 self.buffered += chunk.count
                 covered += chunk.count
@@ -226,7 +252,7 @@ class ShareFetchBook:
             for first, end, _ in acquired:
                 for offset in range(first, end + 1):
                     if not any(b <= offset <= l for b, l in held):
-                        part.gaps[offset] = AcknowledgeType.GAP
+                        part.gaps[offset] = (AcknowledgeType.GAP, result.acquisition_id)
 
     # ------------------------------------------------------------------ ShareAcknowledge
 
@@ -235,18 +261,18 @@ class ShareFetchBook:
         outside the subscription, `acknowledge_refused` gives the outcome instead)."""
         acks = self._with_gaps(part, acks)
         return ShareAcknowledgeRequest(self.group_id, self.member_id, topics=(AcknowledgeTopic(
-            part.topic_id, (AcknowledgePartition(part.tp.partition, acknowledgement_batches(acks)),)),)), acks
+            part.topic_id, (AcknowledgePartition(part.tp.partition, _batches(acks)),)),)), acks
 
     @staticmethod
     def acknowledge_refused(tp: TopicPartition, acks: dict) -> AckResult:
         return AckResult(tp, tuple(sorted(acks)), KafkaError(
-            Errors.UNKNOWN_TOPIC_OR_PARTITION, f"{tp} is not in the subscription"),
-            AcknowledgeType.RENEW in acks.values())
+            Errors.UNKNOWN_TOPIC_OR_PARTITION, f"{tp} is not in the subscription"), _renews(acks))
 
     def acknowledge_outcome(self, tp: TopicPartition, acks: dict, response: ShareAcknowledgeResponse | KafkaError,
-                            now_ms: float) -> AckResult:
-        """A ShareAcknowledge's response (or the error that lost it), arrived at `now_ms`, as
-        the partition's outcome. A renewal that held restarted the records' locks."""
+                            sent_ms: float) -> AckResult:
+        """The response (or the error that lost it) of a ShareAcknowledge sent at `sent_ms`, as
+        the partition's outcome. A renewal that held restarted the records' locks (after the
+        send: counted from it, they never outlast the real ones)."""
         if isinstance(response, KafkaError):
             error = response
         elif response.error_code:  # refused as a whole
@@ -254,39 +280,42 @@ class ShareFetchBook:
         else:
             (result,) = response.responses[0].partitions
             error = _error(result.error_code, result.error_message)
-        renewed = [o for o, t in acks.items() if t == AcknowledgeType.RENEW]
-        locked = self.locked.get(tp)
-        if renewed and locked is not None:
+        renewed = [o for o, (t, _) in acks.items() if t == AcknowledgeType.RENEW]
+        held = self.held.get(tp)
+        if renewed and held is not None:
             lock_ms = -1 if isinstance(response, KafkaError) else response.acquisition_lock_timeout_ms
             for offset in renewed:
-                if error is None and lock_ms > 0 and offset in locked:
-                    locked[offset] = now_ms + lock_ms
+                if error is None and lock_ms > 0 and offset in held:
+                    held[offset] = (held[offset][0], sent_ms + lock_ms)
                 else:
-                    locked.pop(offset, None)
+                    held.pop(offset, None)
         return AckResult(tp, tuple(sorted(acks)), error, bool(renewed))
 
     def screen(self, acks: dict, now_ms: float) -> dict:
-        """The acknowledgements ({TopicPartition: {offset: type}}) worth sending at `now_ms`:
-        those of handed-out records whose lock has run out are answered here instead, with
-        INVALID_RECORD_STATE (their outcome joins `results`)."""
+        """The acknowledgements ({TopicPartition: {offset: type}}) worth sending at `now_ms`,
+        each with the delivery it names: {TopicPartition: {offset: (type, acquisition id)}}.
+        Those of handed-out records whose lock has run out are answered here instead, with
+        INVALID_RECORD_STATE (their outcome joins `results`); an offset this member was not
+        handed names no delivery (the SharePartition refuses it)."""
         out = {}
         for tp, a in acks.items():
-            locked = self.locked.get(tp)
-            late = set()
-            if locked:
-                for offset, ack_type in a.items():
-                    # A RENEW keeps its record locked here until its outcome is known.
-                    deadline = locked.get(offset) if ack_type == AcknowledgeType.RENEW else locked.pop(offset, None)
-                    if deadline is not None and now_ms >= deadline:
-                        late.add(offset)
-                        locked.pop(offset, None)
+            held = self.held.get(tp, {})
+            named, late = {}, set()
+            for offset, ack_type in a.items():
+                # A RENEW keeps its record held here until its outcome is known.
+                acquisition_id, deadline = (held.get(offset) if ack_type == AcknowledgeType.RENEW
+                                            else held.pop(offset, None)) or (NO_ACQUISITION, None)
+                if deadline is not None and now_ms >= deadline:
+                    late.add(offset)
+                    held.pop(offset, None)
+                else:
+                    named[offset] = (ack_type, acquisition_id)
             if late:
                 self.results.append(AckResult(tp, tuple(sorted(late)), KafkaError(
                     Errors.INVALID_RECORD_STATE, f"the acquisition lock of {len(late)} records of {tp} ran out "
                     "before they were acknowledged"), any(a[o] == AcknowledgeType.RENEW for o in late)))
-                a = {o: t for o, t in a.items() if o not in late}
-            if a:
-                out[tp] = a
+            if named:
+                out[tp] = named
         return out
 
     # ------------------------------------------------------------------ handing out
@@ -306,7 +335,7 @@ class ShareFetchBook:
 
     def drain(self, limit: int, membership: int | None) -> list[ShareChunk]:
         """Up to `limit` records acquired in `membership`, in the order they came (handed out:
-        their lock deadlines go into `locked`)."""
+        their deliveries and lock deadlines go into `held`)."""
         chunks = []
         while self.buffer and limit > 0:
             chunk = self.buffer.popleft()
@@ -318,16 +347,16 @@ class ShareFetchBook:
             chunks.append(chunk)
             limit -= chunk.count
             self.buffered -= chunk.count
-            if chunk.lock_deadline_ms is not None:
-                locked = self.locked.setdefault(chunk.tp, {})
-                for first, last, _ in chunk.ranges:
-                    locked.update(dict.fromkeys(range(first, last + 1), chunk.lock_deadline_ms))
+            held = self.held.setdefault(chunk.tp, {})
+            delivery = (chunk.acquisition_id, chunk.lock_deadline_ms)
+            for first, last, _ in chunk.ranges:
+                held.update(dict.fromkeys(range(first, last + 1), delivery))
         return chunks
 
     def clear(self) -> None:
         self.buffer.clear()
         self.buffered = 0
-        self.locked.clear()
+        self.held.clear()
 
     def take_results(self) -> list[AckResult]:
         results, self.results = self.results, []

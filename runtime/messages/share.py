@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Iterable
 
 __all__ = [
     "AcknowledgeType", "AcknowledgementBatch", "AcquiredRecords", "LeaderIdAndEpoch", "NodeEndpoint",
@@ -18,8 +18,11 @@ __all__ = [
     "ShareFetchResponse", "ShareFetchableTopicResponse", "ShareFetchResponsePartition",
     "ShareAcknowledgeRequest", "AcknowledgeTopic", "AcknowledgePartition",
     "ShareAcknowledgeResponse", "ShareAcknowledgeTopicResponse", "ShareAcknowledgeResponsePartition",
-    "BATCH_OPTIMIZED", "RECORD_LIMIT",
+    "BATCH_OPTIMIZED", "RECORD_LIMIT", "NO_ACQUISITION", "name_deliveries",
 ]
+
+# An acknowledgement that names no delivery (it never matches one).
+NO_ACQUISITION = -1
 
 # ShareFetchRequest.ShareAcquireMode
 BATCH_OPTIMIZED = 0
@@ -39,10 +42,44 @@ class AcknowledgeType(enum.IntEnum):
 @dataclass(frozen=True)
 class AcknowledgementBatch:
     """Offsets first_offset..last_offset (inclusive) with either one acknowledge type for the
-    whole range or one per offset."""
+    whole range or one per offset. `acquisition_id` (shoal's, not on Kafka's wire) names the
+    delivery acknowledged: the ShareFetch answer that handed these records out carried it.
+    An acknowledgement of any other delivery of the same offsets (an earlier one whose lock ran
+    out, or one of a SharePartition since restarted) is refused with INVALID_RECORD_STATE."""
     first_offset: int
     last_offset: int
     acknowledge_types: tuple[int, ...] = ()
+    acquisition_id: int = NO_ACQUISITION
+
+
+def name_deliveries(batches: Iterable[AcknowledgementBatch],
+                    acquisition_of: Callable[[int], int]) -> tuple[AcknowledgementBatch, ...]:
+    """Acknowledgements that name offsets only (as Kafka's clients send them), as
+    acknowledgements of the deliveries `acquisition_of(offset)` says hold them, split where
+    those differ. An offset whose delivery is not known goes with the delivery after it (or,
+    at the end, the one before), so that a split never leaves a batch ending in a gap; a batch
+    with no offset known names no delivery, and the SharePartition refuses it."""
+    out = []
+    for b in batches:
+        first, last = b.first_offset, b.last_offset
+        start, current, last_known = first, NO_ACQUISITION, None
+        for offset in range(first, last + 1):
+            held = acquisition_of(offset)
+            if held == NO_ACQUISITION:
+                continue
+            if last_known is not None and held != current:
+                out.append(_slice(b, start, last_known, current))
+                start = last_known + 1
+            current, last_known = held, offset
+        out.append(_slice(b, start, last, current))
+    return tuple(out)
+
+
+def _slice(b: AcknowledgementBatch, first: int, last: int, acquisition_id: int) -> AcknowledgementBatch:
+    types = b.acknowledge_types
+    if len(types) > 1:
+        types = types[first - b.first_offset:last - b.first_offset + 1]
+    return AcknowledgementBatch(first, last, types, acquisition_id)
 
 
 @dataclass(frozen=True)
@@ -113,6 +150,12 @@ class ShareFetchResponsePartition:
     # The record data of the acquired offsets, as the partition leader returned it.
     records: Any = None
     acquired_records: tuple[AcquiredRecords, ...] = ()
+    # shoal's, not on Kafka's wire: the delivery the acquired records are (acknowledgements
+    # name it), and how long their acquisition lock had left when this answer was made (-1:
+    # nothing acquired), which may be much less than the lock's duration (the answer waited
+    # for a slow write of the acknowledgements the fetch carried).
+    acquisition_id: int = NO_ACQUISITION
+    lock_remaining_ms: int = -1
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import itertools
 from dataclasses import dataclass
 
 from ..errors import Errors, KafkaError
+from ..messages.share import NO_ACQUISITION
 from .records import RecordState
 
 __all__ = ["EMPTY_MEMBER_ID", "TRANSITIONS", "TERMINAL", "InFlightState", "InFlightBatch", "GapWindow", "LockTimer"]
@@ -41,17 +42,21 @@ TERMINAL = frozenset({ACKNOWLEDGED, ARCHIVED})
 class InFlightState:
     """The state of one batch of offsets, or of one offset, with its holder and lock deadline."""
 
-    __slots__ = ("first_offset", "last_offset", "state", "delivery_count", "member_id", "deadline_ms", "_before")
+    __slots__ = ("first_offset", "last_offset", "state", "delivery_count", "member_id", "deadline_ms",
+                 "acquisition_id", "_before")
 
     def __init__(self, first_offset: int, last_offset: int, state: RecordState, delivery_count: int,
-                 member_id: str = EMPTY_MEMBER_ID, deadline_ms: int | None = None) -> None:
+                 member_id: str = EMPTY_MEMBER_ID, deadline_ms: int | None = None,
+                 acquisition_id: int = NO_ACQUISITION) -> None:
         self.first_offset = first_offset
         self.last_offset = last_offset
         self.state = state
         self.delivery_count = delivery_count
         self.member_id = member_id
         self.deadline_ms = deadline_ms  # when the acquisition lock expires, while ACQUIRED
-        self._before: tuple | None = None  # (state, delivery_count, member_id, deadline_ms)
+        # The delivery, while ACQUIRED: only an acknowledgement naming it applies.
+        self.acquisition_id = acquisition_id
+        self._before: tuple | None = None  # (state, delivery_count, member_id, deadline_ms, acquisition_id)
 
     @property
     def ongoing(self) -> bool:
@@ -64,10 +69,11 @@ class InFlightState:
                              f"offsets {self.first_offset}-{self.last_offset} cannot move from {self.state.name} to {to.name}")
         self.state = to
 
-    def move(self, to: RecordState, delivery_delta: int, member_id: str, max_delivery_count: int) -> None:
+    def move(self, to: RecordState, delivery_delta: int, member_id: str, max_delivery_count: int,
+             acquisition_id: int = NO_ACQUISITION) -> None:
         """Kafka's tryUpdateState. Releasing a record that has used up its deliveries archives it
         instead, except when the delivery is being given back (delta -1: the records were never
-        handed to the consumer)."""
+        handed to the consumer). `acquisition_id` names the delivery a move to ACQUIRED makes."""
         if to is AVAILABLE and delivery_delta >= 0 and self.delivery_count >= max_delivery_count:
             to = ARCHIVED
         self._transition(to)
@@ -75,10 +81,11 @@ class InFlightState:
             self.delivery_count += delivery_delta
         self.member_id = member_id
         self.deadline_ms = None
+        self.acquisition_id = acquisition_id if to is ACQUIRED else NO_ACQUISITION
 
     def begin(self, to: RecordState, delivery_delta: int, member_id: str, max_delivery_count: int) -> None:
         """Move now, keeping the old state aside until commit() or rollback()."""
-        before = (self.state, self.delivery_count, self.member_id, self.deadline_ms)
+        before = (self.state, self.delivery_count, self.member_id, self.deadline_ms, self.acquisition_id)
         self.move(to, delivery_delta, member_id, max_delivery_count)
         self._before = before
 
@@ -86,12 +93,13 @@ class InFlightState:
         self._before = None
 
     def rollback(self) -> None:
-        self.state, self.delivery_count, self.member_id, self.deadline_ms = self._before
+        self.state, self.delivery_count, self.member_id, self.deadline_ms, self.acquisition_id = self._before
         self._before = None
 
     def __repr__(self) -> str:
         return (f"InFlightState({self.first_offset}-{self.last_offset} {self.state.name} x{self.delivery_count}"
-                f" {self.member_id!r} lock={self.deadline_ms}{' ongoing' if self.ongoing else ''})")
+                f" {self.member_id!r} #{self.acquisition_id} lock={self.deadline_ms}"
+                f"{' ongoing' if self.ongoing else ''})")
 
 
 class InFlightBatch:
@@ -119,8 +127,8 @@ class InFlightBatch:
         The shared state must have no change under way. Returns the new states."""
         shared = self.batch_state
         assert shared is not None and not shared.ongoing
-        states = [InFlightState(o, o, shared.state, shared.delivery_count, shared.member_id, shared.deadline_ms)
-                  for o in range(self.first_offset, self.last_offset + 1)]
+        states = [InFlightState(o, o, shared.state, shared.delivery_count, shared.member_id, shared.deadline_ms,
+                                shared.acquisition_id) for o in range(self.first_offset, self.last_offset + 1)]
         self.offset_states = {s.first_offset: s for s in states}
         # The shared state is retired: its lock deadline must not fire any more.
         shared.deadline_ms = None

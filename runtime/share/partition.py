@@ -20,6 +20,9 @@ coordinator:
   lock that ran out while the write was under way is due at once.
 - Acquisition itself is not persisted, as in Kafka: after a restart the persisted state has
   every unacknowledged record AVAILABLE again.
+- An acknowledgement names the delivery it is for (the acquisition id the fetch handed out),
+  not only offsets: Kafka's acknowledgements name offsets, so a late acknowledgement of an
+  earlier delivery would apply to a later one the same member holds.
 """
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ from typing import Any, Iterable, Sequence
 
 from ..errors import Errors, KafkaError, raise_if
 from ..group.configs import parse_share_auto_offset_reset
-from ..messages.share import BATCH_OPTIMIZED, RECORD_LIMIT, AcknowledgementBatch, AcknowledgeType, AcquiredRecords
+from ..messages.share import (BATCH_OPTIMIZED, NO_ACQUISITION, RECORD_LIMIT, AcknowledgementBatch, AcknowledgeType,
+                              AcquiredRecords)
 from ..messages.share_state import (UNINITIALIZED_START_OFFSET, ReadShareGroupStateRequest, ReadStateData,
                                     ReadStatePartitionData, WriteShareGroupStateRequest, WriteStateData,
                                     WriteStatePartitionData)
@@ -80,8 +84,12 @@ _PARTITION_TRANSITIONS = {
 
 @dataclass(frozen=True)
 class ShareAcquiredRecords:
+    """What one acquisition gave a member: the records, how many, the acquisition id that names
+    this delivery of them, and when their acquisition lock runs out."""
     acquired_records: tuple[AcquiredRecords, ...] = ()
     count: int = 0
+    acquisition_id: int = NO_ACQUISITION
+    lock_deadline_ms: int | None = None
 
 
 @dataclass(eq=False)
@@ -143,6 +151,7 @@ class SharePartition:
         self._find_next_fetch_offset = False
         self._gap_window: GapWindow | None = None
         self._locks = LockTimer()
+        self._acquisitions = 0  # made by this instance; the low half of an acquisition id
 
     # ---- configuration ----
 
@@ -274,6 +283,12 @@ class SharePartition:
         hi = bisect.bisect_right(self._keys, last)
         return [self._cache[k] for k in self._keys[lo:hi]]
 
+    def _new_acquisition_id(self) -> int:
+        """A delivery's name: this instance's leader epoch above the count of its acquisitions,
+        so that no acquisition of any instance, before or after a reload, has the same."""
+        self._acquisitions += 1
+        return (self.leader_epoch << 32) | self._acquisitions
+
     def _lock(self, state: InFlightState, now_ms: int) -> None:
         state.deadline_ms = now_ms + self.record_lock_duration_ms
         self._locks.add(state)
@@ -312,6 +327,13 @@ class SharePartition:
                 for o in range(max(s.first_offset, self.start_offset), s.last_offset + 1):
                     out[o] = (s.state, s.delivery_count, s.member_id, s.deadline_ms)
         return out
+
+    def acquisition_of(self, offset: int) -> int:
+        """The acquisition id of the delivery that holds `offset`, or NO_ACQUISITION."""
+        i = self._floor_index(offset)
+        if i < 0 or self._cache[self._keys[i]].last_offset < offset:
+            return NO_ACQUISITION
+        return self._cache[self._keys[i]].state_at(offset).acquisition_id
 
     def delivery_complete_count(self) -> int:
         """Records at or after the start offset that are ACKNOWLEDGED or ARCHIVED."""
@@ -403,9 +425,12 @@ class SharePartition:
             # The read starts inside a cached batch: work on the cached batch boundaries.
             base = self._keys[i]
 
+        acquisition_id = self._new_acquisition_id()
+
         def new(first: int, last: int) -> None:
             nonlocal count
-            got, n = self._acquire_new(member_id, spans, first, last, batch_size, limit - count, record_limit, now_ms)
+            got, n = self._acquire_new(member_id, acquisition_id, spans, first, last, batch_size, limit - count,
+                                       record_limit, now_ms)
             result.extend(got)
             count += n
 
@@ -414,7 +439,7 @@ class SharePartition:
         overlap = self._batches_between(base, last_to_acquire)
         if not overlap:
             new(base, last_to_acquire)
-            return self._finish(member_id, result, count, aborted)
+            return self._finish(member_id, acquisition_id, result, count, aborted, now_ms)
         gap_start = base
         for batch in overlap:
             if count >= limit:
@@ -436,7 +461,8 @@ class SharePartition:
                     if batch.batch_state.state is not AVAILABLE or batch.batch_state.ongoing:
                         continue
                     self._split(batch)
-                n = self._acquire_offsets(member_id, batch, first_base, last_to_acquire, limit - count, result, now_ms)
+                n = self._acquire_offsets(member_id, acquisition_id, batch, first_base, last_to_acquire, limit - count,
+                                          result, now_ms)
                 count += n
                 if throttled and n:
                     limit = count
@@ -445,7 +471,7 @@ class SharePartition:
             state = batch.batch_state
             if state.state is not AVAILABLE or state.ongoing:
                 continue
-            state.move(ACQUIRED, 1, member_id, self.max_delivery_count)
+            state.move(ACQUIRED, 1, member_id, self.max_delivery_count, acquisition_id)
             self._lock(state, now_ms)
             result.append(AcquiredRecords(batch.first_offset, batch.last_offset, state.delivery_count))
             count += batch.last_offset - batch.first_offset + 1
@@ -453,7 +479,7 @@ class SharePartition:
             new(overlap[-1].last_offset + 1, last_to_acquire)
         if result:
             self._update_gap_window(result[-1].last_offset + 1)
-        return self._finish(member_id, result, count, aborted)
+        return self._finish(member_id, acquisition_id, result, count, aborted, now_ms)
 
     def _delivered_often(self, batch: InFlightBatch, first: int, last: int) -> bool:
         """Whether available records of the batch in [first, last] have been delivered so
@@ -465,8 +491,8 @@ class SharePartition:
         return any(s.state is AVAILABLE and not s.ongoing and s.delivery_count >= threshold
                    for o, s in batch.offset_states.items() if first <= o <= last)
 
-    def _acquire_offsets(self, member_id: str, batch: InFlightBatch, first: int, last: int, limit: int,
-                         result: list[AcquiredRecords], now_ms: int) -> int:
+    def _acquire_offsets(self, member_id: str, acquisition_id: int, batch: InFlightBatch, first: int, last: int,
+                         limit: int, result: list[AcquiredRecords], now_ms: int) -> int:
         """Acquire the available offsets of a per-offset batch within [first, last]; contiguous
         offsets with the same delivery count go out as one range. A record on its last delivery
         goes alone, so that a record that breaks its consumer does not take others with it; and
@@ -485,7 +511,7 @@ class SharePartition:
                 break
             if group is None and state.delivery_count >= threshold:
                 group = max(1, len(batch.offset_states) >> (state.delivery_count - threshold + 1))
-            state.move(ACQUIRED, 1, member_id, max_count)
+            state.move(ACQUIRED, 1, member_id, max_count, acquisition_id)
             self._lock(state, now_ms)
             prev = result[-1] if result else None
             if prev and prev.last_offset == offset - 1 and prev.delivery_count == state.delivery_count:
@@ -497,7 +523,7 @@ class SharePartition:
                 break
         return count
 
-    def _acquire_new(self, member_id: str, spans: list[tuple[int, int]], first: int, last: int,
+    def _acquire_new(self, member_id: str, acquisition_id: int, spans: list[tuple[int, int]], first: int, last: int,
                      batch_size: int | None, limit: int, record_limit: bool,
                      now_ms: int) -> tuple[list[AcquiredRecords], int]:
         """Acquire offsets [first, last] that are not in the cache yet, as new batches of about
@@ -530,7 +556,7 @@ class SharePartition:
         ranges.append((current, last_acquired))
         acquired = []
         for lo, hi in ranges:
-            state = InFlightState(lo, hi, ACQUIRED, 1, member_id)
+            state = InFlightState(lo, hi, ACQUIRED, 1, member_id, acquisition_id=acquisition_id)
             self._lock(state, now_ms)
             self._insert(InFlightBatch(state))
             acquired.append(AcquiredRecords(lo, hi, 1))
@@ -541,11 +567,14 @@ class SharePartition:
         self._update_gap_window(last_acquired + 1)
         return acquired, last_acquired - first + 1
 
-    def _finish(self, member_id: str, acquired: list[AcquiredRecords], count: int,
-                aborted: Iterable[tuple[int, int]]) -> ShareAcquiredRecords:
+    def _finish(self, member_id: str, acquisition_id: int, acquired: list[AcquiredRecords], count: int,
+                aborted: Iterable[tuple[int, int]], now_ms: int) -> ShareAcquiredRecords:
+        if not acquired:
+            return ShareAcquiredRecords()
+        deadline = now_ms + self.record_lock_duration_ms
         aborted = sorted(aborted)
-        if not (self.read_committed and aborted and acquired):
-            return ShareAcquiredRecords(tuple(acquired), count)
+        if not (self.read_committed and aborted):
+            return ShareAcquiredRecords(tuple(acquired), count, acquisition_id, deadline)
         # Aborted transactional records are archived straight away (in memory, as Kafka does:
         # a restart re-reads and re-archives them) and never reach the consumer.
         for lo, hi in aborted:
@@ -557,7 +586,10 @@ class SharePartition:
                 pieces = [p for a, b in pieces for p in ((a, min(b, lo - 1)), (max(a, hi + 1), b)) if p[0] <= p[1]]
             kept += [AcquiredRecords(a, b, r.delivery_count) for a, b in pieces]
         self._advance_start_offset()
-        return ShareAcquiredRecords(tuple(kept), sum(r.last_offset - r.first_offset + 1 for r in kept))
+        if not kept:
+            return ShareAcquiredRecords()
+        return ShareAcquiredRecords(tuple(kept), sum(r.last_offset - r.first_offset + 1 for r in kept),
+                                    acquisition_id, deadline)
 
     # ---- acknowledging ----
 
@@ -565,7 +597,8 @@ class SharePartition:
         """Apply member_id's acknowledgements. Either every batch is valid and all of them take
         effect (RENEW at once, the rest as a pending write), or a KafkaError is raised
         (INVALID_REQUEST for a malformed batch, INVALID_RECORD_STATE for records the member
-        does not hold) and nothing changes."""
+        does not hold in the delivery the batch names, or that are not in flight) and nothing
+        changes."""
         self._require_active()
         plan = self._plan_acknowledgements(member_id, batches)
         changes = []
@@ -597,48 +630,54 @@ class SharePartition:
             previous_last = b.last_offset
         plan = []
         for b in batches:
-            if b.last_offset < self.start_offset:
-                # Already done: repeating a final acknowledgement is harmless, but a record
-                # behind the start offset cannot be renewed.
-                raise_if(AcknowledgeType.RENEW in b.acknowledge_types, Errors.INVALID_RECORD_STATE,
-                         f"offsets {b.first_offset}-{b.last_offset} are no longer acquired")
-                continue
             # One type per offset, all the same, is one type for the whole batch.
             per_offset = len(set(b.acknowledge_types)) > 1
-            for batch in self._batches_for_acknowledgement(b):
-                if batch.last_offset < max(b.first_offset, self.start_offset):
+            found = self._batches_for_acknowledgement(b)
+            raise_if(b.last_offset < self.start_offset and AcknowledgeType.RENEW in b.acknowledge_types,
+                     Errors.INVALID_RECORD_STATE, f"offsets {b.first_offset}-{b.last_offset} are no longer acquired")
+            # A batch across the start offset acknowledges what is cached from there on (what
+            # lies before is settled), as in Kafka. One wholly below it is checked like any
+            # other: records are cached there only while held since the log start passed them.
+            floor = self.start_offset if b.last_offset >= self.start_offset else b.first_offset
+            for batch in found:
+                if batch.last_offset < max(b.first_offset, floor):
                     continue
-                first = max(b.first_offset, batch.first_offset, self.start_offset)
+                first = max(b.first_offset, batch.first_offset, floor)
                 last = min(b.last_offset, batch.last_offset)
                 if batch.offset_states is None:
-                    self._check_holder(member_id, batch.batch_state)
+                    self._check_holder(member_id, b.acquisition_id, batch.batch_state)
                     if (not per_offset and b.first_offset <= batch.first_offset and batch.last_offset <= b.last_offset
-                            and batch.first_offset >= self.start_offset):
+                            and batch.first_offset >= floor):
                         plan.append((batch, None, b.acknowledge_types[0]))
                         continue
                 else:
                     for offset in range(first, last + 1):
-                        self._check_holder(member_id, batch.offset_states[offset])
+                        self._check_holder(member_id, b.acquisition_id, batch.offset_states[offset])
                 for offset in range(first, last + 1):
                     ack_type = b.acknowledge_types[offset - b.first_offset] if per_offset else b.acknowledge_types[0]
                     plan.append((batch, offset, ack_type))
         return plan
 
-    def _check_holder(self, member_id: str, state: InFlightState) -> None:
+    def _check_holder(self, member_id: str, acquisition_id: int, state: InFlightState) -> None:
         where = f"offsets {state.first_offset}-{state.last_offset}"
         raise_if(state.state is not ACQUIRED, Errors.INVALID_RECORD_STATE,
                  f"{where} are {state.state.name}, not acquired")
         raise_if(state.ongoing, Errors.INVALID_RECORD_STATE, f"{where} have a state change under way")
         raise_if(state.member_id != member_id, Errors.INVALID_RECORD_STATE,
                  f"{where} are not held by member {member_id}")
+        # The same member may hold the same offsets again, in a later delivery: an
+        # acknowledgement of the earlier one (late, or repeated) must not apply to it.
+        raise_if(state.acquisition_id != acquisition_id, Errors.INVALID_RECORD_STATE,
+                 f"{where} are held in acquisition {state.acquisition_id}, not {acquisition_id}")
 
     def _batches_for_acknowledgement(self, b: AcknowledgementBatch) -> list[InFlightBatch]:
         i = self._floor_index(b.first_offset)
-        if i < 0:
-            # Acknowledging from before the start offset is fine as long as it reaches the cache.
-            i = self._floor_index(self.start_offset) if b.first_offset < self.start_offset <= b.last_offset else -1
-            raise_if(i < 0, Errors.INVALID_RECORD_STATE,
-                     f"offsets {b.first_offset}-{b.last_offset} were never delivered")
+        if i < 0 and b.first_offset < self.start_offset <= b.last_offset:
+            # The start offset moved into the batch: what is cached from there is acknowledged.
+            i = self._floor_index(self.start_offset)
+        # Kafka's "batch record not found": settled and gone from the cache, or never delivered.
+        raise_if(i < 0, Errors.INVALID_RECORD_STATE,
+                 f"offsets {b.first_offset}-{b.last_offset} are not in flight (start offset {self.start_offset})")
         hi = bisect.bisect_right(self._keys, b.last_offset)
         found = [self._cache[k] for k in self._keys[i:hi]]
         raise_if(found[-1].last_offset < b.first_offset, Errors.INVALID_REQUEST,

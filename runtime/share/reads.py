@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import Errors, KafkaError
+from ..messages.share import NO_ACQUISITION
 from ..messages.topics import READ_COMMITTED, READ_UNCOMMITTED, FetchRequest, FetchResponse
 from ..topics.isolation import filter_aborted
 from .partition import SharePartition
@@ -31,11 +32,14 @@ MAX_READ_BYTES = 64 << 20
 @dataclass(frozen=True, slots=True)
 class LeaderRead:
     """What a read gave the member: acquired record ranges (AcquiredRecords) and the log
-    batches that hold them; `end` is how far the log is known to go for this group (the high
-    watermark, the last stable offset under read_committed; None: not learnt)."""
+    batches that hold them, the acquisition id that names this delivery and when its lock
+    runs out; `end` is how far the log is known to go for this group (the high watermark, the
+    last stable offset under read_committed; None: not learnt)."""
     acquired: tuple = ()
     batches: tuple = ()
     end: int | None = None
+    acquisition_id: int = NO_ACQUISITION
+    lock_deadline_ms: int | None = None
 
 
 def read_request(sp: SharePartition, topic: str, partition: int, max_bytes: int, max_records: int) -> FetchRequest:
@@ -78,4 +82,4 @@ def acquire_from_read(sp: SharePartition, member_id: str, request: FetchRequest,
         return LeaderRead(end=end)
     first, last = got.acquired_records[0].first_offset, got.acquired_records[-1].last_offset
     batches = tuple(b for b in response.batches if b.last_offset >= first and b.base_offset <= last and not b.is_control)
-    return LeaderRead(got.acquired_records, batches, end)
+    return LeaderRead(got.acquired_records, batches, end, got.acquisition_id, got.lock_deadline_ms)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Hashable, Iterable
 
 from ..errors import Errors, KafkaError
+from ..messages.share import NO_ACQUISITION, AcknowledgementBatch, name_deliveries
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -37,11 +38,43 @@ def next_epoch(epoch: int) -> int:
 
 @dataclass
 class ShareSession:
+    """A member's share session. It also keeps what it was handed on each partition:
+    [(first offset, last offset, acquisition id, lock deadline)], newest last. Kafka's clients
+    acknowledge by offset; the session names the delivery each offset was handed out in, so
+    a late acknowledgement never applies to a later delivery of the same offset. A delivery is
+    forgotten once its lock has run out: an acknowledgement of it then names none, and the
+    SharePartition refuses it, as it would have."""
     group_id: str
     member_id: str
     connection: Hashable
     partitions: set[TopicIdPartition] = field(default_factory=set)
     epoch: int = 1  # the epoch the next request must carry
+    delivered: dict[TopicIdPartition, list] = field(default_factory=dict)
+
+    def handed_out(self, tp: TopicIdPartition, ranges: Iterable[tuple[int, int]], acquisition_id: int,
+                   deadline_ms: float, now_ms: float) -> None:
+        """Records acquired for this session, whose lock runs out at `deadline_ms` at the latest."""
+        kept = [r for r in self.delivered.get(tp, ()) if r[3] > now_ms]
+        kept += [(first, last, acquisition_id, deadline_ms) for first, last in ranges]
+        self.delivered[tp] = kept
+
+    def renewed(self, tp: TopicIdPartition, offsets: Iterable[int], deadline_ms: float) -> None:
+        """A RENEW of these offsets held: their deliveries' locks run out later."""
+        offsets = sorted(offsets)
+        self.delivered[tp] = [(f, l, a, max(d, deadline_ms)) if any(f <= o <= l for o in offsets) else (f, l, a, d)
+                              for f, l, a, d in self.delivered.get(tp, ())]
+
+    def name(self, tp: TopicIdPartition, batches: Iterable[AcknowledgementBatch],
+             now_ms: float) -> tuple[AcknowledgementBatch, ...]:
+        """Offset-only acknowledgements as acknowledgements of what this session was handed."""
+        ranges = [r for r in self.delivered.get(tp, ()) if r[3] > now_ms]
+
+        def acquisition_of(offset: int) -> int:
+            for first, last, acquisition_id, _ in reversed(ranges):
+                if first <= offset <= last:
+                    return acquisition_id
+            return NO_ACQUISITION
+        return name_deliveries(batches, acquisition_of)
 
 
 class ShareSessionCache:
@@ -114,3 +147,4 @@ class ShareSessionCache:
         if session is None:
             raise KafkaError(Errors.SHARE_SESSION_NOT_FOUND, f"no share session for member {key[1]}")
         return session
+

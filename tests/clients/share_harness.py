@@ -132,12 +132,13 @@ class ShareClientHarness:
         ack_error = self._acknowledge(tp, request.member_id, part.acknowledgement_batches)
         sp, data = self.partitions[tp], self.log[tp]
         start = sp.next_fetch_offset()
-        acquired = sp.acquire(request.member_id, [(start, len(data) - 1)] if start < len(data) else [],
-                              request.max_records, self.now).acquired_records
-        records = _batches(data, start) if acquired else ()
+        got = sp.acquire(request.member_id, [(start, len(data) - 1)] if start < len(data) else [],
+                         request.max_records, self.now)
+        records = _batches(data, start) if got.acquired_records else ()
         result = ShareFetchResponsePartition(
             tp.partition, acknowledge_error_code=ack_error.error.code if ack_error else 0,
-            records=records, acquired_records=acquired)
+            records=records, acquired_records=got.acquired_records, acquisition_id=got.acquisition_id,
+            lock_remaining_ms=-1 if got.lock_deadline_ms is None else got.lock_deadline_ms - self.now)
         return ShareFetchResponse(acquisition_lock_timeout_ms=sp.record_lock_duration_ms, responses=(
             ShareFetchableTopicResponse(self.topic_ids[tp.topic], (result,)),))
 

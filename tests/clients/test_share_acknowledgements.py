@@ -11,7 +11,7 @@ from runtime.clients.share_acknowledgements import (MAX_RECORDS_WITH_SAME_ACKNOW
                                                     InFlightRecords, acknowledgement_batches, commit_outcome)
 from runtime.clients.types import ConsumerRecord, TopicPartition as TP
 from runtime.errors import Errors, KafkaError
-from runtime.messages.share import AcknowledgementBatch as AB, AcknowledgeType as T
+from runtime.messages.share import AcknowledgementBatch as AB, AcknowledgeType as T, name_deliveries
 from runtime.share.partition import SharePartition
 from runtime.share.records import RecordState
 from tests.clients.share_harness import ReadResult
@@ -87,10 +87,11 @@ def test_the_batches_say_exactly_what_was_acknowledged(seed):
 def test_the_share_partition_applies_the_batches_as_acknowledged():
     sp = SharePartition("g", "T", 0)
     sp.initialize(ReadResult(0), 0)
-    sp.acquire("m", [(0, 30)], 100, 0, batch_size=100)
+    got = sp.acquire("m", [(0, 30)], 100, 0, batch_size=100)
     # a RELEASE first keeps the start offset (and every record's state) in place
     types = [T.RELEASE] + [T.ACCEPT] * 12 + [T.REJECT, T.ACCEPT] + [T.REJECT] * 16
-    sp.commit(sp.acknowledge("m", acknowledgement_batches(dict(enumerate(types))), 1))
+    batches = name_deliveries(acknowledgement_batches(dict(enumerate(types))), lambda o: got.acquisition_id)
+    sp.commit(sp.acknowledge("m", batches, 1))
     to_state = {T.ACCEPT: RecordState.ACKNOWLEDGED, T.RELEASE: RecordState.AVAILABLE, T.REJECT: RecordState.ARCHIVED}
     states = sp.record_states()
     assert [states[o][0] for o in range(31)] == [to_state[t] for t in types]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from runtime.clients.share_fetch import ShareFetchBook, records_of
 from runtime.clients.types import TopicPartition
 from runtime.errors import Errors
-from runtime.messages.share import (AcknowledgeType, AcquiredRecords, ShareFetchableTopicResponse,
+from runtime.messages.share import (NO_ACQUISITION, AcknowledgeType, AcquiredRecords, ShareFetchableTopicResponse,
                                     ShareFetchResponse, ShareFetchResponsePartition)
 from runtime.messages.topics import FetchedBatch
 from runtime.topics.data import encode_records
@@ -20,12 +20,17 @@ def _batch(base: int, values: list[bytes]) -> FetchedBatch:
     return FetchedBatch(base, base + len(values) - 1, encode_records([(base + i, None, v, []) for i, v in enumerate(values)]))
 
 
+DELIVERY = 7  # the acquisition id of the fetched records
+
+
 def _fetched(book: ShareFetchBook, batches, acquired, membership: int = 0, arrived_ms: float = 0,
-             lock_ms: int = 0) -> None:
+             lock_ms: int = -1, acquisition_id: int = DELIVERY) -> None:
+    """A fetch answered at `arrived_ms`, with `lock_ms` left on the locks of what it acquired."""
     part = book.partitions[TP]
-    response = ShareFetchResponse(acquisition_lock_timeout_ms=lock_ms, responses=(ShareFetchableTopicResponse(
+    response = ShareFetchResponse(acquisition_lock_timeout_ms=30_000, responses=(ShareFetchableTopicResponse(
         "id", (ShareFetchResponsePartition(0, records=tuple(batches),
-                                           acquired_records=tuple(AcquiredRecords(*a) for a in acquired)),)),))
+                                           acquired_records=tuple(AcquiredRecords(*a) for a in acquired),
+                                           acquisition_id=acquisition_id, lock_remaining_ms=lock_ms),)),))
     request, acks = book.fetch_request(TP, {}, 0, membership)
     book.on_fetch_response(part, acks, response, arrived_ms)
 
@@ -59,9 +64,12 @@ def test_acquired_offsets_without_a_record_are_acknowledged_as_gaps():
     book = _book()
     _fetched(book, [_batch(0, [b"a"]), _batch(3, [b"d"])], [(0, 3, 1)])
     assert [r.offset for r in records_of(book.drain(10, 0))] == [0, 3]
-    request, acks = book.fetch_request(TP, {0: AcknowledgeType.ACCEPT, 3: AcknowledgeType.ACCEPT}, 0, 0)
-    assert acks == {0: AcknowledgeType.ACCEPT, 1: AcknowledgeType.GAP, 2: AcknowledgeType.GAP,
-                    3: AcknowledgeType.ACCEPT}
+    named = book.screen({TP: {0: AcknowledgeType.ACCEPT, 3: AcknowledgeType.ACCEPT}}, 0)[TP]
+    request, acks = book.fetch_request(TP, named, 0, 0)
+    assert acks == {0: (AcknowledgeType.ACCEPT, DELIVERY), 1: (AcknowledgeType.GAP, DELIVERY),
+                    2: (AcknowledgeType.GAP, DELIVERY), 3: (AcknowledgeType.ACCEPT, DELIVERY)}
+    (batch,) = request.topics[0].partitions[0].acknowledgement_batches
+    assert (batch.first_offset, batch.last_offset, batch.acquisition_id) == (0, 3, DELIVERY)
 
 
 
@@ -84,18 +92,61 @@ def test_a_stale_batch_is_skipped_and_later_ones_still_handed_out():
 
 
 def test_an_acknowledgement_after_the_lock_ran_out_is_answered_here_and_not_sent():
-    """Once the lock the response named has run out, this member's next fetch may have
-    acquired the record again, and the SharePartition would take the stale acknowledgement for
-    the new delivery: the book answers it INVALID_RECORD_STATE instead."""
+    """Once the lock the response named has run out, the book answers an acknowledgement
+    INVALID_RECORD_STATE, as the SharePartition would, without sending it."""
     book = _book()
     _fetched(book, [_batch(0, [b"a", b"b", b"c"])], [(0, 2, 1)], arrived_ms=1000, lock_ms=500)
     assert [r.offset for r in records_of(book.drain(10, 0))] == [0, 1, 2]  # handed out, even late
-    assert book.screen({TP: {0: AcknowledgeType.ACCEPT}}, 1499) == {TP: {0: AcknowledgeType.ACCEPT}}
+    assert book.screen({TP: {0: AcknowledgeType.ACCEPT}}, 1499) == {TP: {0: (AcknowledgeType.ACCEPT, DELIVERY)}}
+    # 7 was never handed out: it names no delivery, and the SharePartition refuses it.
     assert book.screen({TP: {1: AcknowledgeType.ACCEPT, 2: AcknowledgeType.REJECT, 7: AcknowledgeType.ACCEPT}},
-                       1500) == {TP: {7: AcknowledgeType.ACCEPT}}  # 7 was never handed out: the SharePartition judges
+                       1500) == {TP: {7: (AcknowledgeType.ACCEPT, NO_ACQUISITION)}}
     [refused] = book.take_results()
     assert (refused.partition, refused.offsets, refused.error.error) == (TP, (1, 2), Errors.INVALID_RECORD_STATE)
-    assert book.locked == {TP: {}}
+    assert book.held == {TP: {}}
+
+
+def test_the_lock_is_what_the_answer_says_is_left_of_it():
+    """The SharePartition acquired the records and answered much later (a slow state write
+    held the answer): the book's lock ends when the answer said, not a full lock after it."""
+    book = _book()
+    _fetched(book, [_batch(0, [b"a"])], [(0, 0, 1)], arrived_ms=1000, lock_ms=300)
+    book.drain(10, 0)
+    assert book.held == {TP: {0: (DELIVERY, 1300)}}
+    assert book.screen({TP: {0: AcknowledgeType.ACCEPT}}, 1300) == {}
+    [refused] = book.take_results()
+    assert refused.error.error is Errors.INVALID_RECORD_STATE
+
+
+def test_each_acknowledgement_names_the_delivery_it_was_handed_out_in():
+    """The same offsets handed out twice (the first lock ran out, this member acquired them
+    again): an acknowledgement sent for the first names the first, so the SharePartition can
+    refuse it for the second."""
+    book = _book()
+    _fetched(book, [_batch(0, [b"a", b"b"])], [(0, 1, 1)], acquisition_id=1)
+    book.drain(10, 0)
+    first = book.screen({TP: {0: AcknowledgeType.ACCEPT}}, 0)
+    _fetched(book, [_batch(0, [b"a", b"b"])], [(0, 1, 2)], acquisition_id=2)
+    book.drain(10, 0)
+    second = book.screen({TP: {0: AcknowledgeType.ACCEPT, 1: AcknowledgeType.ACCEPT}}, 0)
+    assert first == {TP: {0: (AcknowledgeType.ACCEPT, 1)}}
+    assert second == {TP: {0: (AcknowledgeType.ACCEPT, 2), 1: (AcknowledgeType.ACCEPT, 2)}}
+
+
+def test_a_partition_is_not_fetched_while_its_acknowledgement_is_under_way():
+    """commit_async sends a ShareAcknowledge; the next poll's fetch of that partition waits for
+    its answer, so acknowledgements and fetches of a partition reach the SharePartition in order."""
+    book = _book()
+    fetchable = {TP}
+    book.partitions[TP].acknowledging = 1
+    assert book.idle(fetchable) == []
+    route = book.route({TP: {0: (AcknowledgeType.ACCEPT, DELIVERY)}}, fetchable)
+    assert (route.fetch, route.alone) == ({}, {TP: {0: (AcknowledgeType.ACCEPT, DELIVERY)}})
+    book.partitions[TP].acknowledging = 0
+    assert book.idle(fetchable) == [TP]
+    # A renewal goes now, answered in the poll; the partition is fetched after it.
+    route = book.route({TP: {0: (AcknowledgeType.RENEW, DELIVERY)}}, fetchable)
+    assert (route.renew, route.fetch) == ({TP: {0: (AcknowledgeType.RENEW, DELIVERY)}}, {})
 
 
 def test_a_partition_is_not_fetched_again_while_its_records_wait_in_the_buffer():
@@ -107,11 +158,11 @@ def test_a_partition_is_not_fetched_again_while_its_records_wait_in_the_buffer()
     assert book.idle(fetchable) == [TP]
     _fetched(book, [_batch(0, [b"a", b"b", b"c"])], [(0, 2, 1)], lock_ms=500)
     assert book.idle(fetchable) == []
-    route = book.route({TP: {7: AcknowledgeType.ACCEPT}}, fetchable)
-    assert (route.fetch, route.alone) == ({}, {TP: {7: AcknowledgeType.ACCEPT}})  # sent on their own
+    route = book.route({TP: {7: (AcknowledgeType.ACCEPT, DELIVERY)}}, fetchable)
+    assert (route.fetch, route.alone) == ({}, {TP: {7: (AcknowledgeType.ACCEPT, DELIVERY)}})  # sent on their own
     book.drain(2, 0)
     assert book.idle(fetchable) == []  # one record still waits
     book.drain(2, 0)
     assert book.idle(fetchable) == [TP]
-    route = book.route({TP: {0: AcknowledgeType.ACCEPT}}, fetchable)
-    assert (route.fetch, route.alone) == ({TP: {0: AcknowledgeType.ACCEPT}}, {})
+    route = book.route({TP: {0: (AcknowledgeType.ACCEPT, DELIVERY)}}, fetchable)
+    assert (route.fetch, route.alone) == ({TP: {0: (AcknowledgeType.ACCEPT, DELIVERY)}}, {})

@@ -60,13 +60,16 @@ def test_offsets_acquired_without_a_record_are_acknowledged_as_gaps(tmp_path):
     h.produce(T0, b"0", None, b"2")
     records = a.poll()
     assert [r.offset for r in records] == [0, 2]
-    assert a.book.partitions[T0].gaps == {1: T.GAP}
+    delivery = h.partitions[T0].acquisition_of(0)
+    assert a.book.partitions[T0].gaps == {1: (T.GAP, delivery)}
     for r in records:
         a.in_flight.acknowledge(r)
-    request, acks = a.book.fetch_request(T0, a.in_flight.take()[T0], 0, a.membership.stamp())
-    assert acks == {0: T.ACCEPT, 1: T.GAP, 2: T.ACCEPT}
+    named = a.book.screen(a.in_flight.take(), h.now)[T0]
+    request, acks = a.book.fetch_request(T0, named, 0, a.membership.stamp())
+    assert acks == {0: (T.ACCEPT, delivery), 1: (T.GAP, delivery), 2: (T.ACCEPT, delivery)}
     (batch,) = request.topics[0].partitions[0].acknowledgement_batches
-    assert (batch.first_offset, batch.last_offset, batch.acknowledge_types) == (0, 2, (1, 0, 1))
+    assert (batch.first_offset, batch.last_offset, batch.acknowledge_types, batch.acquisition_id) == (
+        0, 2, (1, 0, 1), delivery)
     assert a.book.partitions[T0].gaps == {}
 
 
@@ -137,8 +140,9 @@ def test_acknowledgements_for_a_partition_no_fetch_can_carry_go_alone(tmp_path):
     (r,) = a.poll()
     a.in_flight.acknowledge(r)
     a.book.partitions[T0].fetching = True  # a fetch is under way: it cannot carry them
-    route = a.book.route(a.in_flight.take(), a.fetchable)
-    assert route.alone == {T0: {0: T.ACCEPT}} and route.fetch == {} and route.renew == {}
+    route = a.book.route(a.book.screen(a.in_flight.take(), h.now), a.fetchable)
+    assert route.alone == {T0: {0: (T.ACCEPT, h.partitions[T0].acquisition_of(0))}}
+    assert route.fetch == {} and route.renew == {}
 
 
 def test_acknowledgements_outside_the_subscription_are_refused(tmp_path):

@@ -6,7 +6,7 @@ import ray
 
 from actors import AcknowledgeType, Errors, KafkaError, TopicPartition
 from actors import naming
-from runtime.messages.share import (AcknowledgeTopic, AcknowledgePartition, AcknowledgementBatch,
+from runtime.messages.share import (NO_ACQUISITION, AcknowledgeTopic, AcknowledgePartition, AcknowledgementBatch,
                                     ShareAcknowledgeRequest)
 from tests.conftest import wait_until
 
@@ -132,9 +132,11 @@ def test_bad_acknowledgements_are_refused_and_change_nothing(cluster):
         sp = share_partition(cluster, "g-bad", "s-bad")
         topic_id = cluster.describe_topic("s-bad").topic_id
 
-        def acknowledge(member, first, last, ack_type):
+        delivery = ray.get(sp.acquisitions.remote())[0]
+
+        def acknowledge(member, first, last, ack_type, acquisition_id=delivery):
             request = ShareAcknowledgeRequest("g-bad", member, topics=(AcknowledgeTopic(topic_id, (
-                AcknowledgePartition(0, (AcknowledgementBatch(first, last, (ack_type,)),)),)),))
+                AcknowledgePartition(0, (AcknowledgementBatch(first, last, (ack_type,), acquisition_id),)),)),))
             response = ray.get(sp.share_acknowledge.remote(request))
             if response.error_code:  # refused as a whole
                 return Errors.for_code(response.error_code)
@@ -144,6 +146,9 @@ def test_bad_acknowledgements_are_refused_and_change_nothing(cluster):
         # looked at (a member of the group acknowledging records another holds gets
         # INVALID_RECORD_STATE: tests/share/test_share_partition.py).
         assert acknowledge("intruder", 1, 2, AcknowledgeType.ACCEPT) is Errors.UNKNOWN_MEMBER_ID
+        # An acknowledgement must name the delivery it is for (the fetch's acquisition id).
+        assert acknowledge(c.member_id, 0, 0, AcknowledgeType.ACCEPT, NO_ACQUISITION) is Errors.INVALID_RECORD_STATE
+        assert acknowledge(c.member_id, 0, 0, AcknowledgeType.ACCEPT, delivery + 1) is Errors.INVALID_RECORD_STATE
         # The commit carried offset 0's accept with offset 50: all or nothing, so 0 is still held.
         assert acknowledge(c.member_id, 0, 0, AcknowledgeType.ACCEPT) is Errors.NONE
         assert acknowledge(c.member_id, 0, 0, AcknowledgeType.RENEW) is Errors.INVALID_RECORD_STATE

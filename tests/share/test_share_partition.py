@@ -13,6 +13,7 @@ from runtime.share.partition import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Share
                                      SharePartitionState)
 from runtime.share.records import PersisterStateBatch as PSB
 from runtime.share.records import RecordState
+from runtime.messages.share import name_deliveries
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = (
     RecordState.AVAILABLE, RecordState.ACQUIRED, RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
@@ -39,8 +40,14 @@ def AB(first, last, *types):
     return AcknowledgementBatch(first, last, tuple(int(t) for t in types))
 
 
+def named(sp, *batches):
+    """The batches as acknowledgements of the deliveries that hold their offsets now, as a
+    share consumer names the deliveries it acknowledges."""
+    return list(name_deliveries(batches, sp.acquisition_of))
+
+
 def ack(sp, member, *batches, now=1000):
-    pending = sp.acknowledge(member, list(batches), now)
+    pending = sp.acknowledge(member, named(sp, *batches), now)
     sp.commit(pending)
     return pending
 
@@ -261,7 +268,7 @@ def test_read_uncommitted_ignores_the_last_stable_offset():
 def test_terminal_acknowledgement_of_a_whole_batch(ack_type, state):
     sp = make()
     sp.acquire("m", [(0, 9)], 100, 0)
-    pending = sp.acknowledge("m", [AB(0, 9, ack_type)], 100)
+    pending = sp.acknowledge("m", named(sp, AB(0, 9, ack_type)), 100)
     assert pending.state_batches == (PSB(0, 9, int(state), 1),)
     assert (pending.state_epoch, pending.start_offset, pending.delivery_complete_count) == (3, 0, 10)
     assert sp.record_states()[0][0] is state and sp.start_offset == 0  # moves only once durable
@@ -309,11 +316,60 @@ def test_acknowledgement_spanning_batches_and_out_of_order_acknowledgement():
     assert (sp.start_offset, sp.end_offset, sp.cached_batches()) == (15, 15, [])
 
 
-def test_acknowledging_below_the_start_offset_is_ignored():
+@pytest.mark.parametrize("ack_type", [ACCEPT, RELEASE, REJECT, RENEW])
+def test_acknowledging_below_the_start_offset_is_refused(ack_type):
+    """Kafka's "batch record not found": a repeated acknowledgement of records already settled
+    and gone from the cache is INVALID_RECORD_STATE (shoal took it as harmless), even when it
+    names the delivery that was settled."""
     sp = make()
-    sp.acquire("m", [(0, 9)], 100, 0)
+    got = sp.acquire("m", [(0, 9)], 100, 0)
     ack(sp, "m", AB(0, 9, ACCEPT))
-    assert sp.acknowledge("m", [AB(3, 7, ACCEPT)], 0).state_batches == ()
+    assert sp.start_offset == 10
+    before = snapshot(sp)
+    expect_error(Errors.INVALID_RECORD_STATE, sp.acknowledge, "m",
+                 [AcknowledgementBatch(3, 7, (int(ack_type),), got.acquisition_id)], 0)
+    assert snapshot(sp) == before
+
+
+def test_a_late_acknowledgement_of_an_earlier_delivery_is_refused():
+    """The same member holds offsets 0-9 again (its first lock ran out): the acknowledgement it
+    sent for the first delivery arrives now and must not settle the second one."""
+    sp = make({"group.share.record.lock.duration.ms": 100})
+    first = sp.acquire("m", [(0, 9)], 100, 0)
+    sp.expire(100)
+    second = sp.acquire("m", [(0, 9)], 100, 150)
+    assert second.acquired_records == (AcquiredRecords(0, 9, 2),)
+    assert second.acquisition_id != first.acquisition_id
+    before = snapshot(sp)
+    for ack_type in (ACCEPT, RELEASE, REJECT, RENEW):
+        e = expect_error(Errors.INVALID_RECORD_STATE, sp.acknowledge, "m",
+                         [AcknowledgementBatch(0, 9, (int(ack_type),), first.acquisition_id)], 160)
+        assert "acquisition" in e.message
+        assert snapshot(sp) == before
+    # One offset of the earlier delivery among the current one's refuses the whole request.
+    expect_error(Errors.INVALID_RECORD_STATE, sp.acknowledge, "m",
+                 [AcknowledgementBatch(0, 4, (int(ACCEPT),), second.acquisition_id),
+                  AcknowledgementBatch(5, 9, (int(ACCEPT),), first.acquisition_id)], 160)
+    assert snapshot(sp) == before
+    # An acknowledgement that names no delivery names none of them.
+    expect_error(Errors.INVALID_RECORD_STATE, sp.acknowledge, "m", [AB(0, 9, ACCEPT)], 160)
+    sp.commit(sp.acknowledge("m", [AcknowledgementBatch(0, 9, (int(ACCEPT),), second.acquisition_id)], 160))
+    assert sp.start_offset == 10
+
+
+def test_acquisition_ids_differ_across_a_reload():
+    """A SharePartition loaded again has a higher leader epoch: its first acquisition is not
+    named like the first of the one before, whose late acknowledgements it must refuse."""
+    one = SharePartition("g", "topic-id", 0, leader_epoch=1)
+    one.initialize(Read(0), 0)
+    two = SharePartition("g", "topic-id", 0, leader_epoch=2)
+    two.initialize(Read(0), 0)
+    a, b = one.acquire("m", [(0, 9)], 100, 0), two.acquire("m", [(0, 9)], 100, 0)
+    assert a.acquired_records == b.acquired_records and a.acquisition_id != b.acquisition_id
+    expect_error(Errors.INVALID_RECORD_STATE, two.acknowledge, "m",
+                 [AcknowledgementBatch(0, 9, (int(ACCEPT),), a.acquisition_id)], 10)
+
+
 
 
 def test_renew_restarts_the_lock_without_a_new_delivery():
@@ -377,7 +433,8 @@ def test_acknowledging_around_the_start_offset():
     sp = make(start=5)
     expect_error(Errors.INVALID_RECORD_STATE, sp.acknowledge, "m", [AB(5, 6, ACCEPT)], 0)  # nothing delivered
     sp.acquire("m", [(5, 9)], 100, 0)
-    assert sp.acknowledge("m", [AB(0, 3, ACCEPT)], 0).state_batches == ()  # before the start: already done
+    # Wholly before the start offset, with nothing cached there: Kafka's "batch record not found".
+    expect_error(Errors.INVALID_RECORD_STATE, sp.acknowledge, "m", named(sp, AB(0, 3, ACCEPT)), 0)
     expect_error(Errors.INVALID_REQUEST, sp.acknowledge, "m", [AB(5, 6, ACCEPT), AB(6, 7, ACCEPT)], 0)
     assert ack(sp, "m", AB(3, 6, ACCEPT)).state_batches == (PSB(5, 6, 2, 1),)
     assert sp.start_offset == 7
@@ -386,7 +443,7 @@ def test_acknowledging_around_the_start_offset():
 def test_acknowledging_a_record_with_a_write_under_way_is_invalid():
     sp = make()
     sp.acquire("m", [(0, 9)], 100, 0)
-    pending = sp.acknowledge("m", [AB(0, 9, ACCEPT)], 0)
+    pending = sp.acknowledge("m", named(sp, AB(0, 9, ACCEPT)), 0)
     expect_error(Errors.INVALID_RECORD_STATE, sp.acknowledge, "m", [AB(0, 9, ACCEPT)], 0)
     sp.commit(pending)
     with pytest.raises(ValueError):
@@ -431,7 +488,7 @@ def test_the_holder_cannot_acknowledge_after_its_lock_expired():
 def test_expiry_skips_records_with_a_write_under_way():
     sp = make()
     sp.acquire("m", [(0, 4)], 100, 0)
-    pending = sp.acknowledge("m", [AB(0, 4, ACCEPT)], 10)
+    pending = sp.acknowledge("m", named(sp, AB(0, 4, ACCEPT)), 10)
     assert sp.next_deadline() is None and sp.expire(LOCK) is None
     sp.commit(pending)
     assert sp.start_offset == 5
@@ -461,9 +518,9 @@ def test_rollback_restores_exactly_the_previous_state():
     sp.acquire("m1", [(0, 9)], 100, 0)
     sp.acquire("m2", [(10, 19)], 100, 5)
     for make_change in (
-        lambda: sp.acknowledge("m1", [AB(0, 9, ACCEPT)], 100),
-        lambda: sp.acknowledge("m1", [AB(0, 4, RELEASE, ACCEPT, REJECT, GAP, ACCEPT)], 100),
-        lambda: sp.acknowledge("m2", [AB(12, 19, RELEASE)], 100),
+        lambda: sp.acknowledge("m1", named(sp, AB(0, 9, ACCEPT)), 100),
+        lambda: sp.acknowledge("m1", named(sp, AB(0, 4, RELEASE, ACCEPT, REJECT, GAP, ACCEPT)), 100),
+        lambda: sp.acknowledge("m2", named(sp, AB(12, 19, RELEASE)), 100),
         lambda: sp.release_member("m2", 100),
     ):
         before = snapshot(sp)
@@ -479,7 +536,7 @@ def test_rollback_restores_exactly_the_previous_state():
 def test_a_lock_that_ran_out_during_a_failed_write_is_due_at_once():
     sp = make()
     sp.acquire("m", [(0, 4)], 100, 0)
-    pending = sp.acknowledge("m", [AB(0, 4, ACCEPT)], LOCK - 1)
+    pending = sp.acknowledge("m", named(sp, AB(0, 4, ACCEPT)), LOCK - 1)
     sp.rollback(pending)
     assert sp.next_deadline() == LOCK
     expired = sp.expire(LOCK + 100)
@@ -516,7 +573,7 @@ def test_an_expiry_at_the_delivery_limit_archives_when_its_write_fails():
 def test_records_released_by_a_pending_write_are_not_acquired_until_it_commits():
     sp = make()
     sp.acquire("m1", [(0, 4)], 100, 0)
-    pending = sp.acknowledge("m1", [AB(0, 4, RELEASE)], 10)
+    pending = sp.acknowledge("m1", named(sp, AB(0, 4, RELEASE)), 10)
     assert sp.acquire("m2", [(0, 4)], 100, 20).acquired_records == ()
     sp.commit(pending)
     assert sp.next_fetch_offset() == 0
@@ -527,8 +584,8 @@ def test_interleaved_writes_settle_independently():
     sp = make()
     sp.acquire("m1", [(0, 4)], 100, 0)
     sp.acquire("m2", [(5, 9)], 100, 0)
-    first = sp.acknowledge("m1", [AB(0, 4, ACCEPT)], 10)
-    second = sp.acknowledge("m2", [AB(5, 9, ACCEPT)], 10)
+    first = sp.acknowledge("m1", named(sp, AB(0, 4, ACCEPT)), 10)
+    second = sp.acknowledge("m2", named(sp, AB(5, 9, ACCEPT)), 10)
     assert second.delivery_complete_count == 10
     sp.commit(second)
     assert sp.start_offset == 0  # 0-4 is not durable yet
@@ -566,10 +623,10 @@ def test_reloading_the_written_state_gives_the_same_state():
         sp.commit(pending)
 
     sp.acquire("m1", [(0, 9), (10, 19)], 100, 0)
-    settle(sp.acknowledge("m1", [AB(0, 9, ACCEPT), AB(10, 14, RELEASE, ACCEPT, REJECT, RELEASE, ACCEPT)], 10))
+    settle(sp.acknowledge("m1", named(sp, AB(0, 9, ACCEPT), AB(10, 14, RELEASE, ACCEPT, REJECT, RELEASE, ACCEPT)), 10))
     settle(sp.expire(LOCK))
     sp.acquire("m2", [(10, 19)], 100, LOCK)
-    settle(sp.acknowledge("m2", [AB(13, 13, ACCEPT)], LOCK))
+    settle(sp.acknowledge("m2", named(sp, AB(13, 13, ACCEPT)), LOCK))
     settle(sp.release_member("m2", LOCK))
     reloaded = SharePartition("g", "topic-id", 0)
     reloaded.initialize(store.read(), 0)
@@ -582,7 +639,7 @@ def test_offsets_released_by_a_pending_write_are_skipped_inside_a_tracked_batch(
     sp = make()
     sp.acquire("m1", [(0, 9)], 100, 0)
     ack(sp, "m1", AB(0, 0, RELEASE))  # 0 is available again, the batch is tracked per offset
-    pending = sp.acknowledge("m1", [AB(1, 2, RELEASE)], 10)
+    pending = sp.acknowledge("m1", named(sp, AB(1, 2, RELEASE)), 10)
     got = sp.acquire("m2", [(0, 9)], 100, 20)
     assert got.acquired_records == (AcquiredRecords(0, 0, 2),)
     sp.commit(pending)
@@ -614,7 +671,10 @@ def test_log_start_offset_movement():
     assert (sp.start_offset, sp.next_fetch_offset()) == (15, 20)
     assert [(b.first_offset, b.last_offset) for b in sp.cached_batches()] == [(10, 19)]
     assert sp.record_states()[15] == (ACQUIRED, 1, "m2", LOCK)
-    assert sp.acknowledge("m2", [AB(12, 14, ACCEPT)], 5).state_batches == ()
+    # Acknowledgements wholly below the start offset are checked like any: only the holder's
+    # own delivery of 12-14 may be acknowledged there (shoal took any as harmless).
+    expect_error(Errors.INVALID_RECORD_STATE, sp.acknowledge, "m1", named(sp, AB(12, 14, ACCEPT)), 5)
+    expect_error(Errors.INVALID_RECORD_STATE, sp.acknowledge, "m2", [AB(12, 14, ACCEPT)], 5)
     pending = sp.expire(LOCK)
     # Expired below the start offset: archived whatever the delivery count (Kafka).
     assert pending.state_batches == (PSB(12, 14, 4, 1), PSB(15, 19, 0, 1)) and pending.start_offset == 15
@@ -659,11 +719,22 @@ def test_a_record_held_below_the_log_start_offset_holds_the_start_offset_back():
     assert sp.start_offset == 5
     ack(sp, "m2", AB(10, 14, ACCEPT))
     assert sp.start_offset == 5  # 0-4 are still held by m1
-    # m1's acknowledgement of what lies below the start offset is ignored (as in Kafka).
-    assert sp.acknowledge("m1", [AB(0, 4, ACCEPT)], 10).state_batches == ()
+    expect_error(Errors.INVALID_RECORD_STATE, sp.acknowledge, "m2", named(sp, AB(0, 4, ACCEPT)), 10)
     pending = sp.release_member("m1", 20)
     sp.commit(pending)
     assert (sp.start_offset, sp.cached_batches()) == (15, [])
+
+
+def test_the_holder_settles_what_it_holds_below_the_log_start_offset():
+    sp = make()
+    sp.acquire("m1", [(0, 9)], 100, 0)
+    sp.acquire("m2", [(10, 14)], 100, 0)
+    sp.update_log_start_offset(5)
+    ack(sp, "m2", AB(10, 14, ACCEPT))
+    assert sp.start_offset == 5  # 0-4 are still held by m1
+    assert ack(sp, "m1", AB(0, 4, ACCEPT), AB(5, 9, REJECT), now=10).state_batches == (PSB(0, 4, 2, 1),
+                                                                                       PSB(5, 9, 4, 1))
+    assert (sp.start_offset, sp.cached_batches(), sp.next_deadline()) == (15, [], None)
 
 
 def test_an_expired_batch_across_the_log_start_offset_is_archived_below_it():
@@ -737,7 +808,7 @@ def test_offsets_missing_from_the_log_between_batches_are_skipped():
 def test_renew_and_release_in_one_batch_and_a_failed_write():
     sp = make()
     sp.acquire("m", [(0, 3)], 100, 0)
-    pending = sp.acknowledge("m", [AB(0, 3, RENEW, RELEASE, RENEW, ACCEPT)], 500)
+    pending = sp.acknowledge("m", named(sp, AB(0, 3, RENEW, RELEASE, RENEW, ACCEPT)), 500)
     assert pending.state_batches == (PSB(1, 1, 0, 1), PSB(3, 3, 2, 1))
     sp.rollback(pending)
     # The renewals stand (nothing to persist for them); the rest is held again as before.

@@ -17,6 +17,7 @@ from runtime.errors import KafkaError
 from runtime.messages.share import AcknowledgementBatch
 from runtime.share.partition import SharePartition
 from runtime.share.records import RecordState
+from runtime.messages.share import name_deliveries
 from tests.share.test_share_partition import Read, snapshot
 
 LOCK = 1000
@@ -42,6 +43,7 @@ class Ledger(RuleBasedStateMachine):
         self.pending = []
         self.terminal = Counter()  # offset -> times written durably as ACKNOWLEDGED/ARCHIVED
         self.archived_unwritten: set[int] = set()  # archived by an expiry whose write failed
+        self.deliveries: dict[int, list[tuple[str, int]]] = {}  # offset -> (member, acquisition id), oldest first
 
     # ---- helpers ----
 
@@ -98,11 +100,21 @@ class Ledger(RuleBasedStateMachine):
                 assert o not in before or before[o][0] is RecordState.AVAILABLE, (o, before.get(o))
                 assert after[o] == (RecordState.ACQUIRED, r.delivery_count, member, self.now + LOCK)
         assert count == got.count
+        for r in got.acquired_records:
+            for o in range(r.first_offset, r.last_offset + 1):
+                assert all(a != got.acquisition_id for _, a in self.deliveries.get(o, ()))
+                self.deliveries.setdefault(o, []).append((member, got.acquisition_id))
 
-    def acknowledge(self, member: str, first: int, last: int, types: tuple[int, ...]) -> bool:
+    def acknowledge(self, member: str, first: int, last: int, types: tuple[int, ...], acquisition_id=None) -> bool:
+        """As a consumer does: naming the deliveries that hold the offsets now, unless told which."""
         before = snapshot(self.sp)
+        batch = AcknowledgementBatch(first, last, types)
+        if acquisition_id is None:
+            batches = name_deliveries([batch], self.sp.acquisition_of)
+        else:
+            batches = [AcknowledgementBatch(first, last, types, acquisition_id)]
         try:
-            pending = self.sp.acknowledge(member, [AcknowledgementBatch(first, last, types)], self.now)
+            pending = self.sp.acknowledge(member, batches, self.now)
         except KafkaError:
             assert snapshot(self.sp) == before
             return False
@@ -133,6 +145,17 @@ class Ledger(RuleBasedStateMachine):
         else:
             types = tuple(data.draw(st.lists(st.integers(0, 4), min_size=last - first + 1, max_size=last - first + 1)))
         self.acknowledge(as_member, first, last, types)
+
+    @rule(data=st.data())
+    def late_ack(self, data):
+        """An acknowledgement of an earlier delivery (its lock ran out, or its holder left, and
+        someone, maybe the same member, may hold the record again) never applies."""
+        stale = [(o, m, a) for o, ds in self.deliveries.items() for m, a in ds[:-1]]
+        if not stale:
+            return
+        offset, member, acquisition_id = data.draw(st.sampled_from(stale))
+        assert acquisition_id != self.sp.acquisition_of(offset)
+        assert not self.acknowledge(member, offset, offset, (data.draw(st.integers(0, 4)),), acquisition_id)
 
     @rule(index=st.integers(0, 50), ok=st.booleans())
     @precondition(lambda self: self.pending)

@@ -8,11 +8,13 @@ import pytest
 from runtime.errors import Errors
 from runtime.messages.share import AcknowledgementBatch, AcquiredRecords
 from runtime.messages.share_state import (InitializeShareGroupStateRequest, InitializeStateData,
-                                          InitializeStatePartitionData)
+                                          InitializeStatePartitionData, ReadShareGroupStateSummaryRequest,
+                                          ReadStateSummaryData, ReadStateSummaryPartitionData)
 from runtime.share.coordinator import ShareCoordinatorShard
 from runtime.share.partition import SharePartition, SharePartitionState
 from runtime.share.records import RecordState
 from runtime.testing import ShardHarness
+from tests.share.test_share_partition import named
 
 G, T = "sg", "topic-id-1"
 ACCEPT, RELEASE, REJECT = 1, 2, 3
@@ -28,8 +30,15 @@ def h(tmp_path):
     return h
 
 
-def load(h, leader_epoch=0, reset_offset=0):
-    sp = SharePartition(G, T, 0, leader_epoch=leader_epoch)
+def leader_epoch(h):
+    """The leader epoch a SharePartition loading now claims, as the SharePartition actor's does:
+    the one after the epoch the share coordinator's summary shows."""
+    request = ReadShareGroupStateSummaryRequest(G, (ReadStateSummaryData(T, (ReadStateSummaryPartitionData(0),)),))
+    return h.read(lambda s: s.read_share_group_state_summary(request)).results[0].partitions[0].leader_epoch + 1
+
+
+def load(h, reset_offset=0):
+    sp = SharePartition(G, T, 0, leader_epoch=leader_epoch(h))
     response = h.call(lambda s, now: s.read_share_group_state(sp.read_request(), now))
     sp.initialize(response.results[0].partitions[0], 0, reset_offset=reset_offset)
     return sp
@@ -46,20 +55,20 @@ def test_written_state_loads_back_the_same(h):
     assert (sp.start_offset, sp.next_fetch_offset()) == (100, 100)
     sp.acquire("m1", [(100, 109), (110, 119)], 100, 0)
     sp.acquire("m2", [(120, 129)], 100, 0)
-    assert send(h, sp, sp.acknowledge("m1", [AcknowledgementBatch(100, 104, (ACCEPT,)),
-                                             AcknowledgementBatch(105, 109, (RELEASE, ACCEPT, REJECT, RELEASE, ACCEPT))],
+    assert send(h, sp, sp.acknowledge("m1", named(sp, AcknowledgementBatch(100, 104, (ACCEPT,)),
+                                             AcknowledgementBatch(105, 109, (RELEASE, ACCEPT, REJECT, RELEASE, ACCEPT))),
                                       10)) is None
-    assert send(h, sp, sp.acknowledge("m2", [AcknowledgementBatch(120, 129, (ACCEPT,))], 20)) is None
+    assert send(h, sp, sp.acknowledge("m2", named(sp, AcknowledgementBatch(120, 129, (ACCEPT,))), 20)) is None
     assert send(h, sp, sp.expire(LOCK)) is None  # m1's 110-119 come back
     assert sp.release_member("m2", LOCK) is None  # m2 holds nothing: no write
     sp.acquire("m3", [(105, 109)], 10, LOCK, fetch_offset=105)
-    assert send(h, sp, sp.acknowledge("m3", [AcknowledgementBatch(105, 105, (ACCEPT,)),
-                                             AcknowledgementBatch(108, 108, (REJECT,))], LOCK)) is None
+    assert send(h, sp, sp.acknowledge("m3", named(sp, AcknowledgementBatch(105, 105, (ACCEPT,)),
+                                             AcknowledgementBatch(108, 108, (REJECT,))), LOCK)) is None
     expected = {o: (state, count) for o, (state, count, _, _) in sp.record_states().items()}
     assert sp.start_offset == 110
 
     for _ in range(2):
-        again = load(h, leader_epoch=1)
+        again = load(h)
         assert {o: (state, count) for o, (state, count, _, _) in again.record_states().items()} == expected
         assert (again.start_offset, again.end_offset, again.next_fetch_offset()) == (110, 129, 110)
         h.reload()
@@ -69,33 +78,33 @@ def test_loaded_partition_redelivers_what_was_never_acknowledged(h):
     sp = load(h)
     sp.acquire("m1", [(0, 9)], 100, 0)
     sp.acquire("m1", [(10, 19)], 100, 0)
-    send(h, sp, sp.acknowledge("m1", [AcknowledgementBatch(10, 19, (ACCEPT,))], 5))
+    send(h, sp, sp.acknowledge("m1", named(sp, AcknowledgementBatch(10, 19, (ACCEPT,))), 5))
     # The leader dies holding 0-9; the new one has a gap to fetch first.
-    again = load(h, leader_epoch=1)
+    again = load(h)
     assert (again.start_offset, again.next_fetch_offset()) == (0, 0)
     got = again.acquire("m2", [(0, 9), (10, 19), (20, 24)], 100, 0)
     assert got.acquired_records == (AcquiredRecords(0, 9, 1), AcquiredRecords(20, 24, 1))
-    send(h, again, again.acknowledge("m2", [AcknowledgementBatch(0, 9, (ACCEPT,)),
-                                            AcknowledgementBatch(20, 24, (ACCEPT,))], 5))
+    send(h, again, again.acknowledge("m2", named(again, AcknowledgementBatch(0, 9, (ACCEPT,)),
+                                            AcknowledgementBatch(20, 24, (ACCEPT,))), 5))
     assert (again.start_offset, again.cached_batches()) == (25, [])
 
 
 def test_a_fenced_write_rolls_back_and_stops_the_old_leader(h):
     old = load(h)
     old.acquire("m1", [(0, 9)], 100, 0)
-    new = load(h, leader_epoch=1)
+    new = load(h)
     before = old.record_states()
-    error = send(h, old, old.acknowledge("m1", [AcknowledgementBatch(0, 9, (ACCEPT,))], 5))
+    error = send(h, old, old.acknowledge("m1", named(old, AcknowledgementBatch(0, 9, (ACCEPT,))), 5))
     assert error.error is Errors.NOT_LEADER_OR_FOLLOWER
     assert old.state is SharePartitionState.FENCED and old.record_states() == before
     assert new.next_fetch_offset() == 0
-    assert load(h, leader_epoch=2).record_states() == {}
+    assert load(h).record_states() == {}
 
 
 def test_a_failed_write_answers_a_retriable_error_and_changes_nothing(h):
     sp = load(h)
     sp.acquire("m1", [(0, 9)], 100, 0)
-    pending = sp.acknowledge("m1", [AcknowledgementBatch(0, 9, (ACCEPT,))], 5)
+    pending = sp.acknowledge("m1", named(sp, AcknowledgementBatch(0, 9, (ACCEPT,))), 5)
     error = sp.complete_write(pending, Errors.COORDINATOR_LOAD_IN_PROGRESS.code)
     assert error.error is Errors.COORDINATOR_NOT_AVAILABLE and error.retriable
     assert sp.record_states()[0] == (RecordState.ACQUIRED, 1, "m1", LOCK)
@@ -106,7 +115,7 @@ def test_a_failed_write_answers_a_retriable_error_and_changes_nothing(h):
 def test_a_failed_expiry_write_leaves_the_coordinator_behind_until_the_records_change(h):
     """As in Kafka: the release stands in memory, and the share coordinator keeps its older
     state of the records until their next change writes it."""
-    sp = SharePartition(G, T, 0, {"group.share.delivery.count.limit": 1})
+    sp = SharePartition(G, T, 0, {"group.share.delivery.count.limit": 1}, leader_epoch=leader_epoch(h))
     response = h.call(lambda s, now: s.read_share_group_state(sp.read_request(), now))
     sp.initialize(response.results[0].partitions[0], 0, reset_offset=0)
     sp.acquire("m1", [(0, 4)], 100, 10)
@@ -115,18 +124,18 @@ def test_a_failed_expiry_write_leaves_the_coordinator_behind_until_the_records_c
     assert error.error is Errors.COORDINATOR_NOT_AVAILABLE and sp.state is SharePartitionState.ACTIVE
     # 5-9 stand archived (the delivery limit is 1) although the coordinator has nothing.
     assert sp.record_states()[5] == (RecordState.ARCHIVED, 1, "", None)
-    assert send(h, sp, sp.acknowledge("m1", [AcknowledgementBatch(0, 4, (ACCEPT,))], 20)) is None
+    assert send(h, sp, sp.acknowledge("m1", named(sp, AcknowledgementBatch(0, 4, (ACCEPT,))), 20)) is None
     assert sp.start_offset == 10
     # The share coordinator is behind for 5-9 (the acknowledgement's write carried the start
     # offset it had when it began): a new leader would deliver them again, as Kafka's would.
-    again = load(h, leader_epoch=1)
+    again = load(h)
     assert (again.start_offset, again.record_states(), again.next_fetch_offset()) == (5, {}, 5)
 
 
 def test_a_fenced_expiry_write_stops_the_old_leader_and_the_release_stands(h):
     old = load(h)
     old.acquire("m1", [(0, 9)], 100, 0)
-    load(h, leader_epoch=1)
+    load(h)
     error = send(h, old, old.expire(LOCK))
     assert error.error is Errors.NOT_LEADER_OR_FOLLOWER and old.state is SharePartitionState.FENCED
     assert old.record_states()[0] == (RecordState.AVAILABLE, 1, "", None)

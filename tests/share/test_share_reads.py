@@ -45,7 +45,7 @@ def test_records_are_acquired_and_their_batches_go_back():
     sp = make()
     b1, b2 = batch(0, 4), batch(5, 9)
     got = take(sp, answer(b1, b2), max_records=500)
-    assert got == LeaderRead((AcquiredRecords(0, 9, 1),), (b1, b2), 10)
+    assert got == LeaderRead((AcquiredRecords(0, 9, 1),), (b1, b2), 10, sp.acquisition_of(0), 1000 + sp.record_lock_duration_ms)
     assert {state for state, _, _, _ in sp.record_states().values()} == {RecordState.ACQUIRED}
 
 
