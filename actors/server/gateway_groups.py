@@ -172,10 +172,9 @@ async def offset_fetch(gw, event) -> dict:
         (group,) = answered
         error = group["error_code"]
         if event.api_version < 2 and error:
-            # v0-1 have no top-level error: each partition carries it.
-            for t in group["topics"]:
-                for p in t["partitions"]:
-                    p["error_code"] = p["error_code"] or error
+            # v0-1 have no top-level error: the request fails whole, which puts the error on
+            # each partition it asked for (runtime.wire.error_responses), as Kafka does.
+            raise KafkaError(Errors.for_code(error), f"OffsetFetch of group {group['group_id']!r}")
         return {"throttle_time": 0, "topics": group["topics"], "error_code": error}
     return {"throttle_time": 0, "groups": answered}
 

@@ -3,7 +3,8 @@ carries its errors per topic, partition, group, resource, user or transaction, e
 request named carries the error (runtime.wire.error_responses); an empty list would read as
 success. Here the controller is gone for good (killed without restart), so every request that
 needs it fails whole: confluent-kafka's admin client, which knows the controller from before,
-and raw requests (tests/gateway/raw.py) for what no client sends without working Metadata.
+and raw requests (tests/gateway/raw.py) for what no client sends without working Metadata;
+then one group coordinator goes too, for OffsetFetch's answers by version.
 The first test needs no cluster: every API the gateway serves whose response lists items
 with errors answers failures on them."""
 import uuid
@@ -130,3 +131,37 @@ def test_share_group_offsets_requests_fail_on_each_group_and_partition(raw):
         {"partition_index": 0, "start_offset": 0}, {"partition_index": 1, "start_offset": 3}]}]})
     assert [(t["topic_name"], p["partition_index"], p["error_code"]) for t in answer["responses"]
             for p in t["partitions"]] == [("a", 0, AWAY), ("a", 1, AWAY)]
+
+
+# ------------------------------------------------------------------ a group coordinator gone
+
+LOST_GROUP = "lost-group"
+
+
+@pytest.fixture(scope="module")
+def group_coordinator_gone(cluster):
+    """The group coordinator of LOST_GROUP killed without restart."""
+    import ray
+    name = naming.find_coordinator(naming.CoordinatorType.GROUP, LOST_GROUP, cluster.config)
+    ray.kill(cluster.directory.get(name), no_restart=True)
+    cluster._forget(name)
+
+    def gone():
+        try:
+            ray.get_actor(name, namespace=cluster.namespace)
+        except ValueError:
+            return True
+        return False
+    wait_until(gone, message=f"{name} gone")
+
+
+def test_offset_fetch_fails_on_each_partition_before_v2_on_each_group_from_v8(group_coordinator_gone, raw):
+    asked = [{"name": "a", "partition_indexes": [0, 1]}]
+    answer = raw.request(9, 1, {"group_id": LOST_GROUP, "topics": asked})
+    assert [(t["name"], p["partition_index"], p["error_code"], p["committed_offset"]) for t in answer["topics"]
+            for p in t["partitions"]] == [("a", 0, AWAY, -1), ("a", 1, AWAY, -1)]
+    answer = raw.request(9, 5, {"group_id": LOST_GROUP, "topics": asked, "require_stable": False})
+    assert (answer["error_code"], answer["topics"]) == (AWAY, [])
+    answer = raw.request(9, 9, {"groups": [{"group_id": LOST_GROUP, "member_id": None, "member_epoch": -1,
+                                            "topics": asked}], "require_stable": False})
+    assert [(g["group_id"], g["error_code"]) for g in answer["groups"]] == [(LOST_GROUP, AWAY)]
