@@ -8,7 +8,12 @@ a stale twin is fenced. It reads record data from the partition leader in whole 
 sends every state change to the share coordinator before it answers: the change is committed
 in memory when the write succeeds and rolled back when it fails. Acquisition is not persisted (as in Kafka), so after a
 restart whatever was held is available again. Lock expiry runs on a timer task of its own;
-as in Kafka it releases the records at once, whatever becomes of its write.
+as in Kafka it releases the records at once, whatever becomes of its write; a failed one rides
+along with the next write, and the timer writes it on its own when none comes.
+
+A write, once begun, is always settled: a caller that gives up (its call cancelled) does not
+stop it. Records acquired for an answer that will not leave (the caller gave up while the
+fetch's acknowledgements were written) are given back at once.
 
 An idle actor goes away: after `group.share.partition.idle.ms` with no call and no record
 acquired (so every change is already with the share coordinator), it exits. The controller
@@ -41,7 +46,7 @@ from .. import metrics, naming
 from ..config import DEFAULTS
 from .idle import IdleExpiry
 from ..placement import current_node
-from ..retry import ActorDirectory
+from ..retry import ActorDirectory, Backoff
 from .shard_host import now_ms
 
 log = logging.getLogger(__name__)
@@ -53,6 +58,9 @@ DEFAULT_MAX_RECORDS = 500  # a ShareFetch without max_records gets the consumer'
 WRITE_TIMEOUT_S = 30.0
 # The longest single long poll on the partition leader; a longer wait chains several.
 LEADER_POLL_MAX_MS = 5000
+# How soon failed lock-expiry writes are written again on their own, doubling up to the max.
+REWRITE_BACKOFF_MS = 500
+REWRITE_BACKOFF_MAX_MS = 5000
 
 
 class SharePartitionActor:
@@ -86,6 +94,9 @@ class SharePartitionActor:
         self._reading = False  # a leader read for acquisition is under way
         self._high_watermark = -1  # of the last leader read; -1 before the first
         self._tasks: set[asyncio.Task] = set()
+        # When to write failed lock expiries on their own (no other write carried them).
+        self._rewrite_at: int | None = None
+        self._rewrites = Backoff(REWRITE_BACKOFF_MS, REWRITE_BACKOFF_MAX_MS)
         self.metrics_name = f"{group_id}/{topic}-{partition}"  # the metrics' coordinator tag
         self._idle = IdleExpiry(int(config.get("group.share.partition.idle.ms",
                                                DEFAULTS["group.share.partition.idle.ms"])), self._busy, self._exit_idle)
@@ -118,7 +129,7 @@ class SharePartitionActor:
         return bool(self._tasks or self._reading
                     or (self._loading is not None and not self._loading.done())
                     or (self._watcher is not None and not self._watcher.done())
-                    or (sp is not None and sp.next_deadline() is not None))
+                    or (sp is not None and (sp.next_deadline() is not None or sp.owes_writes)))
 
     def _exit_idle(self) -> None:
         """Exit, writing nothing: the state is durable already, and acquisitions are not
@@ -236,9 +247,30 @@ class SharePartitionActor:
         if error is not None:
             log.warning("%s: state write failed: %s", naming.share_partition(self.group_id, self.topic,
                                                                             self.partition), error)
+        if not sp.owes_writes:
+            self._rewrite_at, self._rewrites = None, Backoff(REWRITE_BACKOFF_MS, REWRITE_BACKOFF_MAX_MS)
+        elif error is not None and self._rewrite_at is None:
+            # Failed lock expiries ride along with the next write; with none coming, the timer
+            # writes them on their own.
+            self._rewrite_at = now_ms() + self._rewrites.next_s() * 1000
         self._notify()
         self._kick_timer()
         return error
+
+    async def _write(self, pending: PendingShareWrite | None) -> KafkaError | None:
+        """_persist in a task of its own, awaited shielded: a caller that gives up (its call
+        cancelled) must not leave a change begun and never settled."""
+        if pending is None:
+            return None
+        return await asyncio.shield(self._spawn(self._persist(pending)))
+
+    def _give_back(self, got: LeaderRead) -> None:
+        """The answer that would have handed these records out will not leave: they are
+        available again at once, rather than when their lock runs out with a delivery spent."""
+        sp = self._sp
+        if got.acquired and sp is not None and sp.state is SharePartitionState.ACTIVE:
+            self._spawn(self._persist(sp.release_acquisition(got.acquisition_id)))
+            self._notify()
 
     def _notify(self) -> None:
         if self._changed is not None:
@@ -253,11 +285,13 @@ class SharePartitionActor:
             self._timer_wake.set()
 
     async def _timer_loop(self) -> None:
-        """Acquisition lock expiry: records whose lock ran out go back (or are archived)."""
+        """Acquisition lock expiry: records whose lock ran out go back (or are archived); and
+        lock expiries whose write failed are written again."""
         while True:
             sp = self._sp
-            deadline = sp.next_deadline() if sp is not None else None
-            timeout = None if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
+            deadlines = [d for d in (sp.next_deadline() if sp is not None else None, self._rewrite_at)
+                         if d is not None]
+            timeout = max(0.0, (min(deadlines) - now_ms()) / 1000) if deadlines else None
             try:
                 await asyncio.wait_for(self._timer_wake.wait(), timeout)
             except asyncio.TimeoutError:
@@ -271,11 +305,15 @@ class SharePartitionActor:
                                          coordinator=self.metrics_name)
                     self._notify()  # the records are free now, not once the write is done
                     self._spawn(self._persist(pending))
+                if self._rewrite_at is not None and now_ms() >= self._rewrite_at:
+                    self._rewrite_at = None
+                    self._spawn(self._persist(sp.unwritten_write()))
 
-    def _spawn(self, coroutine) -> None:
+    def _spawn(self, coroutine) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     # ------------------------------------------------------------------ membership
 
@@ -319,7 +357,7 @@ class SharePartitionActor:
 
     async def _acknowledge(self, member_id: str, batches) -> KafkaError | None:
         begun = await self._begin_acknowledge(member_id, batches)
-        return begun if isinstance(begun, KafkaError) else await self._persist(begun)
+        return begun if isinstance(begun, KafkaError) else await self._write(begun)
 
     async def share_acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
         with self._idle.call():
@@ -358,7 +396,7 @@ class SharePartitionActor:
         with self._idle.call():
             try:
                 sp = await self._active()
-                error = await self._persist(sp.release_member(member_id, now_ms()))
+                error = await self._write(sp.release_member(member_id, now_ms()))
             except KafkaError as e:
                 error = e
         return error.code if error else 0
@@ -396,17 +434,21 @@ class SharePartitionActor:
                     ack_error = begun
                 elif _frees_records(part.acknowledgement_batches):
                     # Released records may go out again in this very fetch once committed.
-                    ack_error = await self._persist(begun)
+                    ack_error = await self._write(begun)
                 else:
                     # Accepted, rejected and gap records never go out again, so the leader
                     # read need not wait for their write (Kafka runs the two side by side).
-                    write = asyncio.get_running_loop().create_task(self._persist(begun))
+                    write = self._spawn(self._persist(begun))
             acknowledged = True
             try:
                 got = await self._acquire(request, deadline)
             finally:
                 if write is not None:
-                    ack_error = await write
+                    try:
+                        ack_error = await asyncio.shield(write)
+                    except asyncio.CancelledError:
+                        self._give_back(got)  # acquired while the write went on
+                        raise
             sp = self._sp
             lock_ms = sp.record_lock_duration_ms if sp is not None else 0
         except KafkaError as e:

@@ -92,6 +92,13 @@ class InFlightState:
     def commit(self) -> None:
         self._before = None
 
+    def persisted(self) -> tuple[RecordState, int]:
+        """(state, delivery count) as the share coordinator should hold them: a change under
+        way does not count yet, and an acquisition is never persisted (the delivery under way
+        is not counted, as after a restart)."""
+        state, count = (self.state, self.delivery_count) if self._before is None else self._before[:2]
+        return (AVAILABLE, count - 1) if state is ACQUIRED else (state, count)
+
     def rollback(self) -> None:
         self.state, self.delivery_count, self.member_id, self.deadline_ms, self.acquisition_id = self._before
         self._before = None

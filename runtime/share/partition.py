@@ -15,8 +15,10 @@ coordinator:
 - Acquisition locks are deadlines kept on the records. The caller asks `next_deadline()` and
   calls `expire(now_ms)` when it is due. As in Kafka, an expiry is not undone when its write
   fails: the records are released (or archived at the delivery limit) at once, the write only
-  records that, and if it fails its batches ride along with the next write, so that the
-  share coordinator catches up. A rolled-back acknowledgement keeps its old deadline, so a
+  records that. If it fails, its records ride along with every later write (as the share
+  coordinator should hold them then) until one is accepted, and `unwritten_write()` makes a
+  write of them alone, so that the share coordinator catches up and a reload never finds a
+  delivery count that lags. A rolled-back acknowledgement keeps its old deadline, so a
   lock that ran out while the write was under way is due at once.
 - Acquisition itself is not persisted, as in Kafka: after a restart the persisted state has
   every unacknowledged record AVAILABLE again.
@@ -105,6 +107,7 @@ class PendingShareWrite:
     state_batches: tuple[PersisterStateBatch, ...]
     _changes: tuple[InFlightState, ...] = field(default=(), repr=False)
     _owner: Any = field(default=None, repr=False)
+    _begun_at: int = field(default=0, repr=False)  # the owner's count of failed expiry writes then
     done: bool = False
     # A lock expiry: the change already stands in memory, whatever the write's fate.
     final: bool = False
@@ -152,6 +155,11 @@ class SharePartition:
         self._gap_window: GapWindow | None = None
         self._locks = LockTimer()
         self._acquisitions = 0  # made by this instance; the low half of an acquisition id
+        # Offsets whose lock expiry the share coordinator did not take: {offset: (number of the
+        # failure, state, delivery count written)}. Every write carries them until one that
+        # began after that failure is accepted.
+        self._unwritten: dict[int, tuple[int, RecordState, int]] = {}
+        self._expiry_failures = 0
 
     # ---- configuration ----
 
@@ -334,15 +342,6 @@ class SharePartition:
         if i < 0 or self._cache[self._keys[i]].last_offset < offset:
             return NO_ACQUISITION
         return self._cache[self._keys[i]].state_at(offset).acquisition_id
-
-    def delivery_complete_count(self) -> int:
-        """Records at or after the start offset that are ACKNOWLEDGED or ARCHIVED."""
-        count = 0
-        for batch in self.cached_batches():
-            for s in batch.states():
-                if s.state in TERMINAL and s.last_offset >= self.start_offset:
-                    count += s.last_offset - max(s.first_offset, self.start_offset) + 1
-        return count
 
     # ---- fetching ----
 
@@ -691,14 +690,27 @@ class SharePartition:
     def release_member(self, member_id: str, now_ms: int) -> PendingShareWrite | None:
         """A member left or was fenced: what it still holds becomes AVAILABLE again. As in
         Kafka, the delivery is given back (the records count as not delivered)."""
+        return self._give_back(lambda s: s.member_id == member_id)
+
+    def release_acquisition(self, acquisition_id: int) -> PendingShareWrite | None:
+        """The answer that would have handed these records out never left (its caller gave
+        up on it): they are AVAILABLE again, their delivery given back."""
+        return self._give_back(lambda s: s.acquisition_id == acquisition_id)
+
+    def _give_back(self, held) -> PendingShareWrite | None:
         self._require_active()
         changes = []
         for batch in self.cached_batches():
             for s in batch.states():
-                if s.state is ACQUIRED and s.member_id == member_id and not s.ongoing:
+                if s.state is ACQUIRED and not s.ongoing and held(s):
                     s.begin(AVAILABLE, -1, EMPTY_MEMBER_ID, self.max_delivery_count)
                     changes.append(s)
         return self._pending(changes) if changes else None
+
+    @property
+    def owes_writes(self) -> bool:
+        """Lock expiries the share coordinator has not taken wait for a write."""
+        return bool(self._unwritten)
 
     def next_deadline(self) -> int | None:
         """When the earliest acquisition lock expires, or None."""
@@ -730,22 +742,57 @@ class SharePartition:
 
     # ---- persisting ----
 
+    def unwritten_write(self) -> PendingShareWrite | None:
+        """A write of the lock expiries the share coordinator did not take, if any are left
+        (the caller sends it when no other write has carried them for a while)."""
+        if self.state is not SharePartitionState.ACTIVE:
+            return None
+        return self._pending([]) if self._unwritten else None
+
     def _pending(self, changes: list[InFlightState], final: bool = False) -> PendingShareWrite:
+        entries = [(s.first_offset, s.last_offset, s.state, s.delivery_count) for s in changes]
+        if self._unwritten:
+            # As the share coordinator should hold them now: still cached, as they are now;
+            # gone from the cache (settled, below the start offset), as the failed write had them.
+            changed = {o for s in changes for o in range(s.first_offset, s.last_offset + 1)}
+            for o, (_, state, count) in self._unwritten.items():
+                if o in changed:
+                    continue
+                i = self._floor_index(o)
+                if i >= 0 and self._cache[self._keys[i]].last_offset >= o:
+                    state, count = self._cache[self._keys[i]].state_at(o).persisted()
+                entries.append((o, o, state, count))
         # Neighbouring changes with the same outcome go out as one state batch.
         batches: list[PersisterStateBatch] = []
         run = None  # [first, last, state, count]
-        for s in sorted(changes, key=lambda s: s.first_offset):
-            if run and run[1] + 1 == s.first_offset and run[2] == s.state and run[3] == s.delivery_count:
-                run[1] = s.last_offset
+        for first, last, state, count in sorted(entries, key=lambda e: e[0]):
+            if run and run[1] + 1 == first and run[2] == state and run[3] == count:
+                run[1] = last
                 continue
             if run:
                 batches.append(PersisterStateBatch(run[0], run[1], int(run[2]), run[3]))
-            run = [s.first_offset, s.last_offset, s.state, s.delivery_count]
+            run = [first, last, state, count]
         if run:
             batches.append(PersisterStateBatch(run[0], run[1], int(run[2]), run[3]))
+        own = () if final else tuple(changes)
         return PendingShareWrite(self.group_id, self.topic_id, self.partition, self.state_epoch, self.leader_epoch,
-                                 self.start_offset, self.delivery_complete_count(), tuple(batches),
-                                 () if final else tuple(changes), self, final=final)
+                                 self.start_offset, self._delivery_complete_count(own), tuple(batches),
+                                 own, self, final=final, _begun_at=self._expiry_failures)
+
+    def _delivery_complete_count(self, own: tuple[InFlightState, ...]) -> int:
+        """The settled records at or after the start offset that a write begun now may claim:
+        those whose settling is durable, and its own changes (not another write's under way,
+        which may yet be rolled back)."""
+        mine = {id(s) for s in own}
+        count = 0
+        for batch in self.cached_batches():
+            for s in batch.states():
+                if s.last_offset < self.start_offset:
+                    continue
+                state = s.state if not s.ongoing or id(s) in mine else s.persisted()[0]
+                if state in TERMINAL:
+                    count += s.last_offset - max(s.first_offset, self.start_offset) + 1
+        return count
 
     def _settle(self, pending: PendingShareWrite) -> None:
         if pending._owner is not self or pending.done:
@@ -753,8 +800,14 @@ class SharePartition:
         pending.done = True
 
     def commit(self, pending: PendingShareWrite) -> None:
-        """The share coordinator accepted the write: the changes stand."""
+        """The share coordinator accepted the write: the changes stand, and so do the failed
+        expiries it carried (unless one failed again since it was begun)."""
         self._settle(pending)
+        if self._unwritten:
+            for b in pending.state_batches:
+                for o in range(b.first_offset, b.last_offset + 1):
+                    if self._unwritten.get(o, (pending._begun_at + 1,))[0] <= pending._begun_at:
+                        del self._unwritten[o]
         for state in pending._changes:
             state.commit()
             if state.state is AVAILABLE:
@@ -778,9 +831,14 @@ class SharePartition:
 
     def rollback(self, pending: PendingShareWrite) -> None:
         """The write failed: every record it began to change is back as it was, holder and lock
-        included. A lock expiry is not undone (Kafka's behaviour): the share coordinator keeps
-        its older state of those records until they change again."""
+        included. A lock expiry is not undone (Kafka's behaviour): its records ride along with
+        the writes that follow until one is accepted."""
         self._settle(pending)
+        if pending.final:
+            self._expiry_failures += 1
+            for b in pending.state_batches:
+                for o in range(b.first_offset, b.last_offset + 1):
+                    self._unwritten[o] = (self._expiry_failures, RecordState(b.delivery_state), b.delivery_count)
         for state in pending._changes:
             state.rollback()
             if state.state is ACQUIRED and state.deadline_ms is not None:

@@ -14,7 +14,7 @@ from runtime.share.coordinator import ShareCoordinatorShard
 from runtime.share.partition import SharePartition, SharePartitionState
 from runtime.share.records import RecordState
 from runtime.testing import ShardHarness
-from tests.share.test_share_partition import named
+from tests.share.test_share_partition import Read, named
 
 G, T = "sg", "topic-id-1"
 ACCEPT, RELEASE, REJECT = 1, 2, 3
@@ -112,9 +112,10 @@ def test_a_failed_write_answers_a_retriable_error_and_changes_nothing(h):
 
 
 
-def test_a_failed_expiry_write_leaves_the_coordinator_behind_until_the_records_change(h):
-    """As in Kafka: the release stands in memory, and the share coordinator keeps its older
-    state of the records until their next change writes it."""
+def test_a_failed_expiry_write_rides_along_with_the_next_write(h):
+    """The release stands in memory (as in Kafka) and its records go with the next write, so a
+    new leader neither delivers archived records again nor finds a delivery count that lags
+    (shoal dropped the failed expiry: 5-9 came back with their deliveries forgotten)."""
     sp = SharePartition(G, T, 0, {"group.share.delivery.count.limit": 1}, leader_epoch=leader_epoch(h))
     response = h.call(lambda s, now: s.read_share_group_state(sp.read_request(), now))
     sp.initialize(response.results[0].partitions[0], 0, reset_offset=0)
@@ -124,12 +125,32 @@ def test_a_failed_expiry_write_leaves_the_coordinator_behind_until_the_records_c
     assert error.error is Errors.COORDINATOR_NOT_AVAILABLE and sp.state is SharePartitionState.ACTIVE
     # 5-9 stand archived (the delivery limit is 1) although the coordinator has nothing.
     assert sp.record_states()[5] == (RecordState.ARCHIVED, 1, "", None)
-    assert send(h, sp, sp.acknowledge("m1", named(sp, AcknowledgementBatch(0, 4, (ACCEPT,))), 20)) is None
-    assert sp.start_offset == 10
-    # The share coordinator is behind for 5-9 (the acknowledgement's write carried the start
-    # offset it had when it began): a new leader would deliver them again, as Kafka's would.
+    pending = sp.acknowledge("m1", named(sp, AcknowledgementBatch(0, 4, (ACCEPT,))), 20)
+    assert [(b.first_offset, b.last_offset, b.delivery_state) for b in pending.state_batches] == [
+        (0, 4, int(RecordState.ACKNOWLEDGED)), (5, 9, int(RecordState.ARCHIVED))]
+    assert send(h, sp, pending) is None
+    assert sp.start_offset == 10 and sp.unwritten_write() is None
     again = load(h)
-    assert (again.start_offset, again.record_states(), again.next_fetch_offset()) == (5, {}, 5)
+    assert (again.start_offset, again.record_states(), again.next_fetch_offset()) == (10, {}, 10)
+
+
+def test_a_failed_expiry_write_is_written_on_its_own_when_nothing_else_is():
+    """With no other write to ride on, unwritten_write() carries the released records, as the
+    share coordinator should hold them now: a record acquired again since counts the
+    deliveries that ended, not the one under way."""
+    sp = SharePartition(G, T, 0, {"group.share.delivery.count.limit": 5})
+    sp.initialize(Read(0), 0)
+    sp.acquire("m1", [(0, 9)], 100, 0)
+    sp.rollback(sp.expire(LOCK))
+    sp.acquire("m2", [(0, 4)], 5, LOCK)  # 0-4 out again: their second delivery
+    first = sp.unwritten_write()
+    assert [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in first.state_batches] == [
+        (0, 9, int(RecordState.AVAILABLE), 1)]
+    sp.rollback(first)  # failed again: still owed
+    second = sp.unwritten_write()
+    assert second.state_batches == first.state_batches
+    sp.commit(second)
+    assert sp.unwritten_write() is None
 
 
 def test_a_fenced_expiry_write_stops_the_old_leader_and_the_release_stands(h):
