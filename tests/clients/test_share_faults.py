@@ -2,13 +2,15 @@
 the SharePartition and share coordinator actors killed with records in flight, and an
 at-least-once ledger of consumers that accept, release, reject, renew and crash at random."""
 import random
+import time
 
 import ray
 
 from actors import AcknowledgeType, TopicPartition, naming
-from runtime.errors import Errors
+from runtime.errors import Errors, KafkaError
 from tests.conftest import wait_until
 from tests.helpers import ShareConsumerProcess
+from tests.share_history import ShareHistory
 
 LOCK_MS = 1500
 LIMIT = 4
@@ -126,80 +128,74 @@ def test_share_partition_and_coordinator_killed_with_records_in_flight(cluster):
 
 
 def test_at_least_once_ledger_with_random_acknowledgements_and_crashes(cluster):
-    """Every record ends ACKNOWLEDGED or ARCHIVED exactly once, delivery counts stay within
-    the limit, and no acquisition goes to two members: an (offset, delivery count) is handed
-    out again only after its holder's membership ended (killed, or fenced and joined again:
-    the SharePartition then gives the delivery back, as Kafka does)."""
+    """Consumers accept, release, reject and renew at random while consumers, SharePartitions
+    and the share coordinator are killed; the history checker (tests/share_history.py) then
+    finds no record held by two members at once, none delivered again after a successful
+    ACCEPT or REJECT or settled twice, none delivered after a RELEASE without a higher count,
+    every record acknowledged or archived, and start offsets that never passed an unsettled
+    record."""
     n, partitions = 120, 2
     cluster.create_topic("f-ledger", partitions)
     produce(cluster, "f-ledger", n, partitions)
-    rng = random.Random(7)
-    deliveries: dict[tuple, list] = {}  # (partition, offset) -> [(delivery count, member, its joins then)]
-    finished: dict[tuple, list] = {}  # (partition, offset) -> [outcome], successful terminal acks
-    killed: set = set()  # members whose actor was killed
+    seed = random.randrange(1 << 30)
+    print(f"share ledger seed {seed}")
+    rng = random.Random(seed)
+    history = ShareHistory(LIMIT)
 
     def new_consumer():
         c = cluster.share_consumer("g-ledger", share_acknowledgement_mode="explicit", **FAST)
         c.subscribe("f-ledger")
         return c
     consumers = [new_consumer() for _ in range(3)]
-    # (partition, offset, member) -> the delivery count it renewed. Whether the renewal held is
-    # the facade's to know (commit_sync gives one outcome per partition, the first error of
-    # its sends); a renewed record it hands back again is not a new delivery.
-    renewed: dict = {}
 
-    def all_done():
-        return all(start_offset(cluster, "g-ledger", "f-ledger", p) == n // partitions for p in range(partitions))
+    def observe_start_offsets():
+        offsets = [start_offset(cluster, "g-ledger", "f-ledger", p) for p in range(partitions)]
+        for p, offset in enumerate(offsets):
+            if offset >= 0:
+                history.start_offset(("f-ledger", p), offset)
+        return offsets
 
     def step():
         i = rng.randrange(len(consumers))
         c = consumers[i]
-        if rng.random() < 0.04:
+        roll = rng.random()
+        if roll < 0.04:
             c._abandon()  # as if its process died: what it holds comes back after the lock
-            killed.add(c.member_id)
+            history.member_ended(c.member_id)
             consumers[i] = new_consumer()
             return False
-        outcomes = {}
+        if roll < 0.06:
+            p = rng.randrange(partitions)
+            kind = rng.choice(["share_partition", "share_coordinator"])
+            try:
+                actor = (ray.get_actor(naming.share_partition("g-ledger", "f-ledger", p), namespace=cluster.namespace)
+                         if kind == "share_partition" else cluster.share_coordinator("g-ledger", "f-ledger", p))
+            except ValueError:
+                return False  # no fetch made that SharePartition yet
+            history.fault(kind)
+            ray.kill(actor, no_restart=False)
+            return False
         batch = c.poll(0.05)
-        joins = c._call("state")["joins"] if batch else None
+        history.delivered(c.member_id, batch, c._call("state")["joins"] if batch else 0)
+        acks = {}
         for r in batch:
-            key = (r.partition, r.offset)
-            if renewed.pop((*key, c.member_id), None) == r.delivery_count:
-                pass  # handed back by the facade, not a new delivery (the lock may have run out since)
-            else:
-                deliveries.setdefault(key, []).append((r.delivery_count, c.member_id, joins))
             roll = rng.random()
             ack_type = (AcknowledgeType.ACCEPT if roll < 0.55 else AcknowledgeType.RELEASE if roll < 0.75
                         else AcknowledgeType.REJECT if roll < 0.9 else AcknowledgeType.RENEW)
             c.acknowledge(r, ack_type)
-            outcomes[key] = ack_type
-            if ack_type == AcknowledgeType.RENEW:
-                renewed[(*key, c.member_id)] = r.delivery_count
-        for tp, error in c.commit_sync().items():
-            for key, ack_type in outcomes.items():
-                if key[0] == tp.partition and error is None and ack_type in (AcknowledgeType.ACCEPT,
-                                                                             AcknowledgeType.REJECT):
-                    finished.setdefault(key, []).append(ack_type)
-        return not outcomes and all_done()
+            acks[r] = ack_type
+        sent = time.monotonic()
+        try:
+            outcomes = {(tp.topic, tp.partition): error for tp, error in c.commit_sync().items()}
+        except KafkaError:
+            outcomes = None  # never learnt
+        history.acknowledged(c.member_id, acks, outcomes, sent)
+        return not acks and all(o == n // partitions for o in observe_start_offsets())
     wait_until(step, timeout_s=240, interval_s=0, message="every record settled")
-    final_joins = {c.member_id: c._call("state")["joins"] for c in consumers}
     for c in consumers:
+        history.member_joins(c.member_id, c._call("state")["joins"])
         c.close()
-
-    def membership_ended(member: str, joins: int) -> bool:
-        return member in killed or final_joins.get(member, joins) > joins
-
-    assert set(deliveries) == {(o % partitions, o // partitions) for o in range(n)}
-    for key, seen in deliveries.items():
-        counts = [count for count, _, _ in seen]
-        for i, (count, member, joins) in enumerate(seen):
-            again = [s for s in seen[i + 1:] if s[0] == count]
-            assert not again or membership_ended(member, joins), \
-                f"{key} was handed out twice with one delivery count while its holder stayed: {seen}"
-        assert max(counts) <= LIMIT
-        done = finished.get(key, [])
-        assert len(done) <= 1, f"{key} settled twice: {done}"
-        if not done:
-            # Archived by the delivery limit. Its last delivery may be unseen here: acquired
-            # for a member killed, or fenced, before a poll handed it out.
-            assert max(counts) >= LIMIT - 1, f"{key} never settled yet ended: {seen}"
+    produced = [(("f-ledger", o % partitions), o // partitions) for o in range(n)]
+    assert set(history.deliveries) == set(produced)
+    violations = history.check(produced)
+    assert not violations, f"seed {seed}: " + "\n".join(violations[:20])

@@ -1,0 +1,205 @@
+"""A history checker for share groups, in the spirit of Jepsen's Elle and Knossos: consumers
+record what they saw (every delivery a poll handed out, every acknowledgement and its outcome,
+members ending, faults injected, start offsets observed), each with the time it happened on
+this process's monotonic clock; `check` then looks for what KIP-932 forbids, over the whole
+history rather than counts at the end.
+
+What it verifies, per record (topic partition, offset):
+(a) no record is held by two members at once. Each acquisition raises the delivery count, so
+    the SharePartition's order of a record's deliveries is their counts' (a poll may hand out a
+    copy that waited in the consumer's buffer past its lock, after a later delivery: that is
+    not a second holder). A record is handed out again with the same delivery count only when
+    the earlier delivery was given back: its holder's membership ended (killed, closed, or
+    fenced and joined again: the SharePartition gives the delivery back, as Kafka does), or the
+    SharePartition or its share coordinator restarted (acquisitions are not persisted: the
+    delivery count is a lower bound there, as KIP-932 says);
+(b) a record whose ACCEPT or REJECT was acknowledged successfully is never acquired again (no
+    delivery with a higher count, none with the same count after it), and is settled
+    successfully once;
+(c) a successful RELEASE is followed by a delivery with a higher count (none with the same
+    count after it), or by the record being archived at the delivery limit;
+(d) once producers stop and consumers drain, every produced record ended acknowledged
+    (ACCEPT or REJECT, successfully), archived at the delivery limit (its last delivery may
+    be unseen: acquired for a member that died before a poll handed it out), or has an
+    acknowledgement whose outcome its consumer never learnt;
+(e) the start offset never passes an unsettled record: the observed start offsets of a
+    partition never go back, every record below one ends settled by (d), and no record below
+    an observed start offset is acknowledged (ACCEPT, REJECT or RELEASE) by a send after it
+    was observed. (The records held below a moved log start offset are an exception that
+    these histories never make: nothing deletes records under them.)
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Iterable
+
+from actors import AcknowledgeType
+
+SETTLING = (AcknowledgeType.ACCEPT, AcknowledgeType.REJECT)
+Key = tuple  # (topic partition, offset); the topic partition as the recorder is given it
+
+
+@dataclass(frozen=True)
+class Delivery:
+    at: float
+    member: str
+    membership: int  # the member's joins when it was handed out (a fence and a new join end it)
+    count: int
+
+
+@dataclass(frozen=True)
+class Ack:
+    sent: float
+    done: float
+    member: str
+    ack_type: AcknowledgeType
+    count: int  # the delivery count of the delivery acknowledged
+    ok: bool | None  # None: the outcome was never learnt
+
+
+class ShareHistory:
+    def __init__(self, delivery_limit: int) -> None:
+        self.limit = delivery_limit
+        self._lock = threading.Lock()
+        self.deliveries: dict[Key, list[Delivery]] = {}
+        self.acks: dict[Key, list[Ack]] = {}
+        self.ended: dict[str, float] = {}  # member -> when its membership ended for good
+        self.joins: dict[str, list[tuple[float, int]]] = {}  # member -> [(when seen, joins)]
+        self.faults: list[tuple[float, str]] = []  # (when, kind) of SharePartition-side restarts
+        self.start_offsets: dict = {}  # topic partition -> [(when, start offset)]
+        self._held: dict[tuple, tuple[int, AcknowledgeType | None]] = {}  # (member, key) -> (count, last ack)
+
+    # ------------------------------------------------------------------ recording
+
+    @staticmethod
+    def _now() -> float:
+        return time.monotonic()
+
+    def delivered(self, member: str, records: Iterable, joins: int = 0) -> None:
+        """What a poll handed out (ConsumerRecords). A record the consumer hands back after a
+        RENEW that held is not a new delivery."""
+        at = self._now()
+        with self._lock:
+            self.joins.setdefault(member, []).append((at, joins))
+            for r in records:
+                key = ((r.topic, r.partition), r.offset)
+                held = self._held.get((member, key))
+                self._held[(member, key)] = (r.delivery_count, None)
+                if held == (r.delivery_count, AcknowledgeType.RENEW):
+                    continue
+                self.deliveries.setdefault(key, []).append(Delivery(at, member, joins, r.delivery_count))
+
+    def acknowledged(self, member: str, acks: dict, outcomes: dict | None, sent: float) -> None:
+        """Acknowledgements sent at `sent` ({ConsumerRecord: type}) and their outcome per
+        topic partition ({(topic, partition): error or None}); `outcomes` None: never learnt."""
+        done = self._now()
+        with self._lock:
+            for r, ack_type in acks.items():
+                tp = (r.topic, r.partition)
+                key = (tp, r.offset)
+                ok = None if outcomes is None or tp not in outcomes else outcomes[tp] is None
+                self.acks.setdefault(key, []).append(Ack(sent, done, member, AcknowledgeType(ack_type),
+                                                         r.delivery_count, ok))
+                self._held[(member, key)] = (r.delivery_count, AcknowledgeType(ack_type) if ok else None)
+
+    def member_ended(self, member: str) -> None:
+        with self._lock:
+            self.ended.setdefault(member, self._now())
+
+    def member_joins(self, member: str, joins: int) -> None:
+        with self._lock:
+            self.joins.setdefault(member, []).append((self._now(), joins))
+
+    def fault(self, kind: str) -> None:
+        """A SharePartition or share coordinator restarted (or a node with them went)."""
+        with self._lock:
+            self.faults.append((self._now(), kind))
+
+    def start_offset(self, tp, offset: int) -> None:
+        with self._lock:
+            self.start_offsets.setdefault(tp, []).append((self._now(), offset))
+
+    # ------------------------------------------------------------------ checking
+
+    def _membership_ended_after(self, d: Delivery) -> bool:
+        if d.member in self.ended:
+            return True
+        return any(joins > d.membership for at, joins in self.joins.get(d.member, ()) if at >= d.at)
+
+    def _fault_before(self, at: float) -> bool:
+        # When the acquisition happened is not seen here (a poll may hand out a buffered copy
+        # long after): a restart before the later delivery may have lost the earlier one's.
+        return any(t <= at for t, _ in self.faults)
+
+    def check(self, produced: Iterable[Key] = ()) -> list[str]:
+        """The violations, each a sentence naming the record and what was seen of it."""
+        with self._lock:
+            v: list[str] = []
+            for key, seen in self.deliveries.items():
+                v += self._exclusive(key, sorted(seen, key=lambda d: d.at))
+            for key, acks in self.acks.items():
+                v += self._settled_once(key, acks, self.deliveries.get(key, []))
+            for key in produced:
+                v += self._ended(key)
+            v += self._start_offsets()
+            return v
+
+    def _exclusive(self, key, seen: list[Delivery]) -> list[str]:
+        out = []
+        for i, d in enumerate(seen):
+            if d.count > self.limit:
+                out.append(f"(a) {key} delivered with count {d.count}, past the limit {self.limit}: {seen}")
+            for later in seen[i + 1:]:
+                if later.count == d.count and not (self._membership_ended_after(d) or self._fault_before(later.at)):
+                    out.append(f"(a) {key} handed to {later.member} with count {later.count} while {d.member} "
+                               f"held that delivery: {seen}")
+                    break
+        return out
+
+    def _settled_once(self, key, acks: list[Ack], seen: list[Delivery]) -> list[str]:
+        out = []
+        settled = [a for a in acks if a.ok and a.ack_type in SETTLING]
+        if len(settled) > 1:
+            out.append(f"(b) {key} acknowledged successfully {len(settled)} times: {settled}")
+        for a in settled:
+            again = [d for d in seen if d.count > a.count or (d.count == a.count and d.at > a.done)]
+            if again:
+                out.append(f"(b) {key} delivered again after its {a.ack_type.name} (count {a.count}) held: {again}")
+        for a in acks:
+            if a.ok and a.ack_type is AcknowledgeType.RELEASE:
+                if any(d.count == a.count and d.at > a.done for d in seen):
+                    out.append(f"(c) {key} delivered with count {a.count} again after its RELEASE held: {seen}")
+        return out
+
+    def _ended(self, key) -> list[str]:
+        acks = self.acks.get(key, [])
+        if any(a.ok and a.ack_type in SETTLING for a in acks) or any(a.ok is None for a in acks):
+            return []
+        counts = [d.count for d in self.deliveries.get(key, [])]
+        released = [a.count for a in acks if a.ok and a.ack_type is AcknowledgeType.RELEASE]
+        if max(counts + released, default=0) >= self.limit - 1:
+            return []  # archived at the limit (its last delivery may be unseen)
+        return [f"(d) {key} ended neither acknowledged nor archived: delivered {counts}, acks {acks}"]
+
+    def _start_offsets(self) -> list[str]:
+        out = []
+        for tp, seen in self.start_offsets.items():
+            seen = sorted(seen)
+            for (t1, s1), (t2, s2) in zip(seen, seen[1:]):
+                if s2 < s1:
+                    out.append(f"(e) {tp} start offset went back from {s1} to {s2}")
+            for key, acks in self.acks.items():
+                if key[0] != tp:
+                    continue
+                for a in acks:
+                    if a.ok and a.ack_type is not AcknowledgeType.RENEW and any(
+                            t < a.sent and key[1] < s for t, s in seen):
+                        out.append(f"(e) {key} acknowledged ({a.ack_type.name}) after the start offset passed it")
+                        break
+            final = seen[-1][1] if seen else 0
+            for key in self.deliveries:
+                if key[0] == tp and key[1] < final:
+                    out += [f"(e) below the start offset {final}: {m}" for m in self._ended(key)]
+        return out
