@@ -21,7 +21,11 @@ What it verifies, per record (topic partition, offset):
 (d) once producers stop and consumers drain, every produced record ended acknowledged
     (ACCEPT or REJECT, successfully), archived at the delivery limit (its last delivery may
     be unseen: acquired for a member that died before a poll handed it out), or has an
-    acknowledgement whose outcome its consumer never learnt;
+    acknowledgement whose outcome its consumer never learnt. An acknowledgement answered with
+    an error after which the record was never delivered again counts as one of those: the
+    client retries a call across a SharePartition restart, so the try whose answer was lost
+    may have settled the record, and the retry then finds it settled
+    (INVALID_RECORD_STATE);
 (e) the start offset never passes an unsettled record: the observed start offsets of a
     partition never go back, every record below one ends settled by (d), and no record below
     an observed start offset is acknowledged (ACCEPT, REJECT or RELEASE) by a send after it
@@ -177,6 +181,10 @@ class ShareHistory:
         acks = self.acks.get(key, [])
         if any(a.ok and a.ack_type in SETTLING for a in acks) or any(a.ok is None for a in acks):
             return []
+        seen = self.deliveries.get(key, [])
+        last = max((d.at for d in seen), default=None)
+        if any(a.ok is False and a.ack_type in SETTLING and (last is None or a.sent > last) for a in acks):
+            return []  # its outcome may have been lost with a retried call's first answer
         counts = [d.count for d in self.deliveries.get(key, [])]
         released = [a.count for a in acks if a.ok and a.ack_type is AcknowledgeType.RELEASE]
         if max(counts + released, default=0) >= self.limit - 1:

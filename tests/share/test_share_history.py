@@ -116,3 +116,13 @@ def test_a_start_offset_that_goes_back_or_passes_an_unsettled_record_is_found():
     h.start_offset(TP, 1)
     ack(h, "a", r(0, 1), T.ACCEPT)  # sent after the start offset had passed it
     assert "(e)" in [v[:3] for v in h.check()]
+
+
+def test_a_refused_settling_acknowledgement_with_no_delivery_after_counts_as_not_learnt():
+    h = history()
+    h.limit = 5
+    h.delivered("a", [r(0, 1)])
+    ack(h, "a", r(0, 1), T.ACCEPT, ok=False)
+    assert h.check([(TP, 0)]) == []
+    h.delivered("b", [r(0, 2)])  # delivered again: the refusal was real, and b never settled it
+    assert [v[:3] for v in h.check([(TP, 0)])] == ["(d)"]

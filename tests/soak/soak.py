@@ -12,9 +12,11 @@ Every client keeps a ledger, and at the end the soak checks:
 - every acknowledged offset commit is at or below the group's committed offset;
 - no partition was owned by two members of a group at once (a member that learns it was
   fenced, on_partitions_lost, stopped owning at the fence, before it learnt it);
-- every share record was acknowledged successfully at most once, and each one never
-  acknowledged reached the delivery count limit (it was archived) or had an acknowledgement
-  whose outcome the client did not learn, with the share group at the end of the log;
+- the share group's history (every delivery, acknowledgement and outcome, consumers killed,
+  SharePartition-side restarts, start offsets seen) passes the history checker
+  (tests/share_history.py): no record held twice, none delivered again after a successful
+  acknowledgement or settled twice, every one acknowledged or archived, with the share group
+  at the end of the log;
 - each committed transaction's records appear once with read_committed, an aborted one's
   never, one whose outcome the client did not learn wholly or not at all.
 
@@ -44,8 +46,9 @@ import time
 
 import ray
 
-from actors import AcknowledgeType, Cluster, TopicPartition, naming
+from actors import AcknowledgeType, Cluster, naming
 from tests.helpers import Ownership, Worker, double_owners, read_partition, transactions_settled
+from tests.share_history import ShareHistory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOPIC, TXN_TOPIC, PARTITIONS = "soak", "soak-txn", 2
@@ -136,6 +139,7 @@ class ShareMember:
     def kill(self) -> None:
         with self.lock:
             self.consumer._abandon()  # as if its process died: its calls under way fail
+            self.soak.share_history.member_ended(self.consumer.member_id)
             self.consumer = None
 
     def step(self) -> None:
@@ -143,30 +147,32 @@ class ShareMember:
             if self.consumer is None:
                 self._start()
             consumer = self.consumer
+        history = self.soak.share_history
         records = consumer.poll(0.2)
+        if not records:
+            return
+        history.delivered(consumer.member_id, records, consumer._call("state")["joins"])
         for r in records:
-            self.soak.share_seen.setdefault((r.partition, r.offset), []).append(r.delivery_count)
             consumer.acknowledge(r, AcknowledgeType.ACCEPT)
-        if records:
-            keys = [(r.partition, r.offset) for r in records]
-            try:
-                results = consumer.commit_sync(timeout=60)
-            except Exception:
-                self.soak.share_unknown.update(keys)
-                raise
-            for key in keys:
-                if results.get(TopicPartition(TOPIC, key[0])) is None:
-                    self.soak.share_acked[key] = self.soak.share_acked.get(key, 0) + 1
-                else:  # an error may come from a retry of an acknowledgement that was applied
-                    self.soak.share_unknown.add(key)
+        sent = time.monotonic()
+        try:
+            results = consumer.commit_sync(timeout=60)
+        except Exception:
+            history.acknowledged(consumer.member_id, dict.fromkeys(records, AcknowledgeType.ACCEPT), None, sent)
+            raise
+        history.acknowledged(consumer.member_id, dict.fromkeys(records, AcknowledgeType.ACCEPT),
+                             {(tp.topic, tp.partition): e for tp, e in results.items()}, sent)
 
     def close(self) -> None:
         with self.lock:
             if self.consumer is not None:
                 try:
+                    self.soak.share_history.member_joins(self.consumer.member_id,
+                                                         self.consumer._call("state")["joins"])
                     self.consumer.close()
                 except Exception:
                     pass
+                self.soak.share_history.member_ended(self.consumer.member_id)
 
 
 class Nodes:
@@ -209,9 +215,7 @@ class Soak:
         self.produced: dict = {}  # (partition, offset) -> value, acknowledged
         self.committed: dict = {"soak-classic": {}, "soak-848": {}}  # group -> {tp: highest acknowledged}
         self.ownership: dict = {"soak-classic": [], "soak-848": []}
-        self.share_acked: dict = {}  # (partition, offset) -> successful acknowledgements
-        self.share_seen: dict = {}  # (partition, offset) -> delivery counts
-        self.share_unknown: set = set()  # (partition, offset) whose acknowledgement's outcome is unknown
+        self.share_history = ShareHistory(LIMIT)
         self.txns = {"committed": set(), "aborted": set(), "unknown": set()}
         self.unsettled: list = []  # committed transactions with a send not answered
         self.faults: dict = {}
@@ -294,6 +298,7 @@ class Soak:
                  "share_partition", "consumer_client", "share_consumer_client"]
         kind = self.rng.choice(kinds + (["node"] if self.nodes else []))
         if kind == "node":
+            self.share_history.fault(kind)  # SharePartitions on it restart elsewhere
             self.nodes.replace_one(self.rng)
         elif kind == "consumer_client":
             self.rng.choice(self.members).kill()
@@ -301,6 +306,8 @@ class Soak:
             self.rng.choice(self.share_members).kill()
         else:
             name = self.rng.choice(self._server_actors(kind))
+            if kind in ("share_partition", "share_coordinator"):
+                self.share_history.fault(kind)
             try:
                 ray.kill(ray.get_actor(name, namespace=self.cluster.namespace), no_restart=False)
             except ValueError:
@@ -372,8 +379,10 @@ class Soak:
         deadline = time.monotonic() + DRAIN_S
 
         def start_offset(p):
-            return self.cluster.directory.call(naming.share_partition("soak-share", TOPIC, p), "record_states",
-                                               timeout_s=60)["start_offset"]
+            offset = self.cluster.directory.call(naming.share_partition("soak-share", TOPIC, p), "record_states",
+                                                 timeout_s=60)["start_offset"]
+            self.share_history.start_offset((TOPIC, p), offset)
+            return offset
         while time.monotonic() < deadline:
             try:
                 drainer.step()
@@ -385,10 +394,8 @@ class Soak:
             violations.append(f"the share group did not reach the end of the log ({ends}) in {DRAIN_S}s: "
                               f"{self._share_diagnosis(drainer)}")
         drainer.close()
-        violations += [f"share record {k} acknowledged {n} times" for k, n in self.share_acked.items() if n > 1][:10]
-        violations += [f"share record {k} never acknowledged yet delivered only {self.share_seen.get(k)}"
-                       for k in sorted(set(log) - set(self.share_acked) - self.share_unknown)
-                       if max(self.share_seen.get(k, [0])) < LIMIT][:10]
+        share = self.share_history
+        violations += share.check([((TOPIC, p), o) for p, o in log])[:10]
 
         if self._txn["producer"] is not None:
             self._txn["producer"].close(timeout=10)
@@ -425,9 +432,10 @@ class Soak:
                 "ownership_intervals": sum(len(i) for i in self.ownership.values()),
                 "ownership_lost": sum(1 for i in self.ownership.values() for o in i if o[4]),
                 "share_records": len(log),
-                "share_acknowledged": len(self.share_acked),
-                "share_acknowledgements_unknown": len(self.share_unknown - set(self.share_acked)),
-                "share_archived": len(set(log) - set(self.share_acked) - self.share_unknown),
+                "share_deliveries": sum(len(d) for d in share.deliveries.values()),
+                "share_acknowledgements": sum(len(a) for a in share.acks.values()),
+                "share_acknowledged": sum(1 for a in share.acks.values() if any(x.ok for x in a)),
+                "share_acknowledgements_unknown": sum(1 for a in share.acks.values() if any(x.ok is None for x in a)),
                 "transactions": {k: len(v) for k, v in self.txns.items()},
             },
             "client_errors": {w.name: len(w.errors) for w in workers},
