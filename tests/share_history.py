@@ -125,6 +125,11 @@ class ShareHistory:
         with self._lock:
             self.start_offsets.setdefault(tp, []).append((self._now(), offset))
 
+    def settled(self) -> list[Key]:
+        """The records acknowledged (ACCEPT or REJECT) successfully so far."""
+        with self._lock:
+            return [k for k, acks in self.acks.items() if any(a.ok and a.ack_type in SETTLING for a in acks)]
+
     # ------------------------------------------------------------------ checking
 
     def _membership_ended_after(self, d: Delivery) -> bool:
