@@ -130,3 +130,34 @@ class ShareConsumerProcess:
             assert time.monotonic() < deadline, f"{len(got)} of {count} records after {timeout_s} s"
             got.extend(self.consumer.poll(0.1))
         return got
+
+
+def produce(cluster, topic: str, count: int, partitions: int = 1, start: int = 0) -> None:
+    """`count` records with values b"v<i>" (i from `start`), round robin over the partitions."""
+    with cluster.producer(linger_ms=1) as producer:
+        for i in range(start, start + count):
+            producer.send(topic, f"v{i}".encode(), partition=i % partitions)
+        producer.flush()
+
+
+def poll_records(consumer, count: int, timeout_s: float = 60) -> list:
+    """At least `count` records from a share consumer, polled (and not acknowledged) within
+    the deadline."""
+    from tests.conftest import wait_until
+    got = []
+
+    def step():
+        got.extend(consumer.poll(0.1))
+        return len(got) >= count
+    wait_until(step, timeout_s=timeout_s, interval_s=0, message=f"{count} records")
+    return got
+
+
+def share_partition_status(cluster, group: str, topic: str, partition: int = 0) -> dict | None:
+    """The SharePartition actor's status (its pid among it), or None when no live actor has
+    the name. Asks nothing that would make it load."""
+    try:
+        actor = ray.get_actor(naming.share_partition(group, topic, partition), namespace=cluster.namespace)
+        return ray.get(actor.status.remote(), timeout=30)
+    except (ValueError, ray.exceptions.RayActorError):
+        return None
