@@ -214,7 +214,8 @@ class ShareConsumerBackground(ClientActor):
         return PollResult(records, renewed + self.book.take_results(), self.book.lock_timeout_ms)
 
     def _start_fetch(self, tp: TopicPartition, acks: dict, wait_ms: int) -> None:
-        request, acks = self.book.fetch_request(tp, acks, wait_ms, self.membership.stamp())
+        request, acks = self.book.fetch_request(tp, acks, wait_ms, self.membership.stamp(),
+                                                self.membership.member_epoch)
         self._fetches[tp] = self._spawn(self._fetch(self.book.partitions[tp], request, acks))
 
     async def _fetch(self, part: FetchPartition, request, acks: dict) -> None:

@@ -323,7 +323,7 @@ class GroupCoordinatorActor(ShardHost):
         """A share-group member left or was fenced: its SharePartitions release what it
         holds now, rather than when the acquisition locks expire."""
         results = await asyncio.gather(*(self._share_partition_call(
-            released.group_id, topic, partition, "release_member", released.member_id)
+            released.group_id, topic, partition, "release_member", released.member_id, released.member_epoch)
             for topic, partition in released.partitions), return_exceptions=True)
         for result in results:
             if isinstance(result, Exception):  # the lock expiry releases the records anyway

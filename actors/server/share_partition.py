@@ -342,7 +342,8 @@ class SharePartitionActor:
         except BaseException:
             self._members.listing_failed()
             raise
-        self._members.listed((m.member_id for m in group.members), now_ms())
+        self._members.listed((m.member_id for m in group.members), now_ms(),
+                             {m.member_id: m.member_epoch for m in group.members})
 
     # ------------------------------------------------------------------ acknowledging
 
@@ -381,13 +382,15 @@ class SharePartitionActor:
         return ShareAcknowledgeResponse(acquisition_lock_timeout_ms=lock_ms,
                                         responses=(ShareAcknowledgeTopicResponse(self.topic_id, (result,)),))
 
-    async def release_member(self, member_id: str) -> int:
-        """The member left or was fenced: what it holds is available again, and its later
-        requests are refused until the group has it again. The error code."""
-        self._members.release(member_id)
-        return await self.release_session(member_id)
+    async def release_member(self, member_id: str, member_epoch: int | None = None) -> int:
+        """The member left or was fenced (at `member_epoch`, if given): what it holds is
+        available again, and its later requests are refused until the group has it again. What
+        the same member id acquired at a newer epoch (it joined again meanwhile) stays held.
+        The error code."""
+        self._members.release(member_id, member_epoch)
+        return await self.release_session(member_id, member_epoch)
 
-    async def release_session(self, member_id: str) -> int:
+    async def release_session(self, member_id: str, member_epoch: int | None = None) -> int:
         """The member's share session ended (closed, replaced, or its connection gone), the
         member still in the group: what it holds is available again, as Kafka releases a
         closed session's records. The error code."""
@@ -396,7 +399,7 @@ class SharePartitionActor:
         with self._idle.call():
             try:
                 sp = await self._active()
-                error = await self._write(sp.release_member(member_id, now_ms()))
+                error = await self._write(sp.release_member(member_id, now_ms(), member_epoch))
             except KafkaError as e:
                 error = e
         return error.code if error else 0
@@ -511,11 +514,13 @@ class SharePartitionActor:
             if sp is not self._sp:
                 return None  # reloaded meanwhile
         if response.error_code == 0:
-            self._members.raise_unless_member(request.member_id)  # released while the read was under way
+            # Released while the read was under way, or the request is from before a fence.
+            self._members.raise_unless_member(request.member_id, request.member_epoch)
         got = acquire_from_read(sp, request.member_id, read, response, min_bytes=request.min_bytes,
                                 waiting=time.monotonic() < deadline, max_records=max_records,
                                 batch_size=request.batch_size or None,
-                                share_acquire_mode=request.share_acquire_mode, now_ms=now_ms())
+                                share_acquire_mode=request.share_acquire_mode, now_ms=now_ms(),
+                                member_epoch=self._members.epoch_of(request.member_id, request.member_epoch))
         if got.end is not None:
             self._high_watermark = got.end
         if not got.acquired:

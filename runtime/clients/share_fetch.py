@@ -186,10 +186,10 @@ class ShareFetchBook:
 
     # ------------------------------------------------------------------ ShareFetch
 
-    def fetch_request(self, tp: TopicPartition, acks: dict, wait_ms: int,
-                      membership: int | None) -> tuple[ShareFetchRequest, dict]:
-        """The fetch to send in `membership` (it is now under way) and the acknowledgements
-        it carries."""
+    def fetch_request(self, tp: TopicPartition, acks: dict, wait_ms: int, membership: int | None,
+                      member_epoch: int = -1) -> tuple[ShareFetchRequest, dict]:
+        """The fetch to send in `membership`, at `member_epoch` (it is now under way), and the
+        acknowledgements it carries."""
         part = self.partitions[tp]
         part.fetching = True
         part.membership = membership
@@ -199,7 +199,7 @@ class ShareFetchBook:
             min_bytes=self.s["fetch_min_bytes"], max_bytes=self.s["max_partition_fetch_bytes"],
             max_records=self.s["max_poll_records"], batch_size=self.s["max_poll_records"],
             topics=(ShareFetchRequestTopic(part.topic_id, (ShareFetchRequestPartition(
-                tp.partition, _batches(acks)),)),))
+                tp.partition, _batches(acks)),)),), member_epoch=member_epoch)
         return request, acks
 
     def on_fetch_response(self, part: FetchPartition, acks: dict, response: ShareFetchResponse,

@@ -97,6 +97,7 @@ class ReleasedShareMember(NamedTuple):
     group_id: str
     member_id: str
     partitions: tuple  # (topic name, partition) pairs
+    member_epoch: int = -1  # its epoch when it went: what it acquired after joining again stays
 
 
 class PendingShareInitialization(NamedTuple):
@@ -366,7 +367,8 @@ class ShareGroupManager(ModernGroupManager):
     def _fenced(self, group: ShareGroup, members) -> None:
         for member in members:
             self._released.append(ReleasedShareMember(group.group_id, member.member_id, tuple(
-                (topic, p) for topic, ps in sorted(member.assigned_partitions.items()) for p in sorted(ps))))
+                (topic, p) for topic, ps in sorted(member.assigned_partitions.items()) for p in sorted(ps)),
+                member.member_epoch))
 
     def released_share_members(self) -> list[ReleasedShareMember]:
         """Members removed since the last call, each listed once; the owner asks their

@@ -137,6 +137,10 @@ class ShareFetchRequest:
     is_renew_ack: bool = False
     topics: tuple[ShareFetchRequestTopic, ...] = ()
     forgotten_topics_data: tuple[ShareFetchRequestForgottenTopic, ...] = ()
+    # shoal's, not on Kafka's wire: the member epoch the fetching member has (-1: not known).
+    # A release of the member's records at an older epoch (it was fenced, then joined again
+    # with the same member id) leaves what this fetch acquires alone.
+    member_epoch: int = -1
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,11 @@ otherwise. The rules, all decided here:
 - A member id is refused only by a listing begun after its request arrived (`ticket()`), so
   a member whose first heartbeat just succeeded is served even when an older listing missed it.
 - The group coordinator tells the SharePartition when a member leaves or is fenced
-  (`release`); that drops it at once. A listing under way at that moment may have been read
-  before the member went, so it does not bring the member back.
+  (`release`, with the member epoch it had then); that drops it at once. A listing under way
+  at that moment may have been read before the member went, so it does not bring the member
+  back at that epoch. The same member id may join again (at a newer member epoch) before the
+  release arrives: a listing that has it at a newer epoch keeps it, and a fetch carrying an
+  epoch no newer than the released one is refused.
 - Each listing replaces the cache, so ids of members gone from the group are forgotten.
 """
 from __future__ import annotations
@@ -37,11 +40,13 @@ class ShareMembers:
         self.group_id = group_id
         self.recheck_ms = recheck_ms
         self._members: frozenset[str] = frozenset()  # of the last listing, less those released since
+        self._epochs: dict[str, int] = {}  # member epochs of the last listing
+        self._fenced: dict[str, int] = {}  # member -> the newest member epoch it was released at
         self._listed_at: int | None = None
         self._begun = 0  # listings begun so far; the number of the newest
         self._completed = 0  # the number of the newest listing answered
         self._under_way: int | None = None
-        self._released_meanwhile: set[str] = set()
+        self._released_meanwhile: dict[str, int] = {}
 
     def ticket(self) -> int:
         """Taken when a request arrives: only a listing begun after it may refuse the request."""
@@ -60,12 +65,17 @@ class ShareMembers:
             return True
         return False
 
-    def raise_unless_member(self, member_id: str) -> None:
+    def raise_unless_member(self, member_id: str, member_epoch: int = -1) -> None:
         """Right before records are acquired or acknowledged: the member may have been
-        released while its request waited."""
-        if member_id not in self._members:
+        released while its request waited (or the request comes from before a fence, and says
+        so with its member epoch)."""
+        if member_id not in self._members or 0 <= member_epoch <= self._fenced.get(member_id, -1):
             raise KafkaError(Errors.UNKNOWN_MEMBER_ID,
                              f"Member {member_id} is not a member of share group {self.group_id}.")
+
+    def epoch_of(self, member_id: str, member_epoch: int = -1) -> int:
+        """The member epoch a request of member_id is served in: its own, else the listing's."""
+        return member_epoch if member_epoch >= 0 else self._epochs.get(member_id, -1)
 
     @property
     def listing(self) -> bool:
@@ -77,21 +87,25 @@ class ShareMembers:
             raise ValueError("a listing of the members is under way already")
         self._begun += 1
         self._under_way = self._begun
-        self._released_meanwhile = set()
+        self._released_meanwhile = {}
 
-    def listed(self, member_ids: Iterable[str], now_ms: int) -> None:
+    def listed(self, member_ids: Iterable[str], now_ms: int, epochs: dict[str, int] | None = None) -> None:
         """The group coordinator's answer to the listing under way: its members now (none
-        when the group does not exist)."""
+        when the group does not exist), with their member epochs where known."""
         number = self._end_listing()
-        self._members = frozenset(member_ids) - self._released_meanwhile
+        epochs = epochs or {}
+        released = self._released_meanwhile
+        self._members = frozenset(m for m in member_ids if m not in released or epochs.get(m, -1) > released[m])
+        self._epochs = {m: e for m, e in epochs.items() if m in self._members}
+        self._fenced = {m: e for m, e in self._fenced.items() if m in self._members}
         self._listed_at = now_ms
         self._completed = number
-        self._released_meanwhile = set()
+        self._released_meanwhile = {}
 
     def listing_failed(self) -> None:
         """The listing got no answer: the next request that needs one begins another."""
         self._end_listing()
-        self._released_meanwhile = set()
+        self._released_meanwhile = {}
 
     def _end_listing(self) -> int:
         if self._under_way is None:
@@ -99,8 +113,14 @@ class ShareMembers:
         number, self._under_way = self._under_way, None
         return number
 
-    def release(self, member_id: str) -> None:
-        """The member left the group or was fenced."""
-        self._members = self._members - {member_id}
+    def release(self, member_id: str, member_epoch: int | None = None) -> None:
+        """The member left the group or was fenced, at `member_epoch` if known. A listing that
+        already has it at a newer epoch (it joined again) keeps it."""
+        epoch = 0x7FFFFFFF if member_epoch is None else member_epoch
+        if member_epoch is not None:
+            self._fenced[member_id] = max(self._fenced.get(member_id, -1), member_epoch)
+        if self._epochs.get(member_id, -1) <= epoch:
+            self._members = self._members - {member_id}
+            self._epochs.pop(member_id, None)
         if self._under_way is not None:
-            self._released_meanwhile.add(member_id)
+            self._released_meanwhile[member_id] = max(self._released_meanwhile.get(member_id, -1), epoch)

@@ -155,6 +155,8 @@ class SharePartition:
         self._gap_window: GapWindow | None = None
         self._locks = LockTimer()
         self._acquisitions = 0  # made by this instance; the low half of an acquisition id
+        # The member epoch each live acquisition was made in, where the member said.
+        self._acquisition_epochs: dict[int, int] = {}
         # Offsets whose lock expiry the share coordinator did not take: {offset: (number of the
         # failure, state, delivery count written)}. Every write carries them until one that
         # began after that failure is accepted.
@@ -387,7 +389,7 @@ class SharePartition:
     def acquire(self, member_id: str, fetched_batches: Sequence[Any], max_records: int, now_ms: int, *,
                 batch_size: int | None = None, share_acquire_mode: int = BATCH_OPTIMIZED,
                 fetch_offset: int | None = None, last_stable_offset: int | None = None,
-                aborted: Iterable[tuple[int, int]] = ()) -> ShareAcquiredRecords:
+                aborted: Iterable[tuple[int, int]] = (), member_epoch: int = -1) -> ShareAcquiredRecords:
         """Acquire for member_id the records of a log read: `fetched_batches` are the log
         batches read from `fetch_offset` (default next_fetch_offset()), as (base_offset,
         last_offset) pairs. In batch-optimized mode whole log batches are acquired, so
@@ -396,7 +398,8 @@ class SharePartition:
         Records delivered often go out in ever smaller groups, and a record's last delivery
         goes alone. Under share.isolation.level=read_committed the read stops before
         `last_stable_offset`, and `aborted` lists (first, last) offset ranges of aborted
-        transactional batches, which are archived instead of delivered."""
+        transactional batches, which are archived instead of delivered. `member_epoch` is the
+        member's, if known: release_member at an older epoch leaves these records alone."""
         self._require_active()
         raise_if(not member_id, Errors.INVALID_REQUEST, "a share fetch needs a member id")
         spans = [_span(b) for b in fetched_batches]
@@ -425,6 +428,8 @@ class SharePartition:
             base = self._keys[i]
 
         acquisition_id = self._new_acquisition_id()
+        if member_epoch >= 0:
+            self._acquisition_epochs[acquisition_id] = member_epoch
 
         def new(first: int, last: int) -> None:
             nonlocal count
@@ -687,10 +692,15 @@ class SharePartition:
 
     # ---- releasing and lock expiry ----
 
-    def release_member(self, member_id: str, now_ms: int) -> PendingShareWrite | None:
-        """A member left or was fenced: what it still holds becomes AVAILABLE again. As in
-        Kafka, the delivery is given back (the records count as not delivered)."""
-        return self._give_back(lambda s: s.member_id == member_id)
+    def release_member(self, member_id: str, now_ms: int, member_epoch: int | None = None) -> PendingShareWrite | None:
+        """A member left or was fenced (at `member_epoch`, if given): what it still holds becomes
+        AVAILABLE again. As in Kafka, the delivery is given back (the records count as not
+        delivered). What the same member id acquired at a newer member epoch (it joined again
+        before this reached here) stays held."""
+        live = {s.acquisition_id for b in self.cached_batches() for s in b.states() if s.state is ACQUIRED}
+        epochs = self._acquisition_epochs = {a: e for a, e in self._acquisition_epochs.items() if a in live}
+        return self._give_back(lambda s: s.member_id == member_id and (
+            member_epoch is None or epochs.get(s.acquisition_id, -1) <= member_epoch))
 
     def release_acquisition(self, acquisition_id: int) -> PendingShareWrite | None:
         """The answer that would have handed these records out never left (its caller gave

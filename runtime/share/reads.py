@@ -57,7 +57,7 @@ def readable_end(request: FetchRequest, response: FetchResponse) -> int:
 
 def acquire_from_read(sp: SharePartition, member_id: str, request: FetchRequest, response: FetchResponse, *,
                       min_bytes: int, waiting: bool, max_records: int, batch_size: int | None,
-                      share_acquire_mode: int, now_ms: int) -> LeaderRead:
+                      share_acquire_mode: int, now_ms: int, member_epoch: int = -1) -> LeaderRead:
     """The answer to `request` turned into the member's records. `waiting`: the fetch may
     still wait for min_bytes."""
     offset = request.fetch_offset
@@ -77,7 +77,8 @@ def acquire_from_read(sp: SharePartition, member_id: str, request: FetchRequest,
         aborted = [(b.base_offset, b.last_offset) for b in response.batches if b.base_offset not in kept]
     got = sp.acquire(member_id, [(b.base_offset, b.last_offset) for b in response.batches], max_records, now_ms,
                      batch_size=batch_size, share_acquire_mode=share_acquire_mode, fetch_offset=offset,
-                     last_stable_offset=response.last_stable_offset if committed else None, aborted=aborted)
+                     last_stable_offset=response.last_stable_offset if committed else None, aborted=aborted,
+                     member_epoch=member_epoch)
     if not got.count:
         return LeaderRead(end=end)
     first, last = got.acquired_records[0].first_offset, got.acquired_records[-1].last_offset

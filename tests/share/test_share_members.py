@@ -129,3 +129,35 @@ def test_one_listing_at_a_time():
         members.begin_listing()
     with pytest.raises(ValueError):
         ShareMembers("g").listed([], 0)
+
+
+def test_a_release_at_an_older_epoch_keeps_a_member_listed_at_a_newer_one():
+    """Fenced at epoch 3, the member joined again (epoch 5) and was listed so before the
+    release arrived: it stays, and only a request from before the fence is refused."""
+    members = ShareMembers("g")
+    members.begin_listing()
+    members.listed(["a"], 0, {"a": 5})
+    members.release("a", 3)
+    assert members.admitted("a", 1, members.ticket())
+    members.raise_unless_member("a", 5)
+    with pytest.raises(KafkaError) as e:
+        members.raise_unless_member("a", 3)
+    assert e.value.error is Errors.UNKNOWN_MEMBER_ID
+    assert members.epoch_of("a") == 5 and members.epoch_of("a", 6) == 6
+    members.release("a", 5)  # fenced at its current epoch: gone
+    with pytest.raises(KafkaError):
+        members.raise_unless_member("a")
+
+
+def test_a_release_during_a_listing_keeps_the_member_only_at_a_newer_epoch():
+    members = ShareMembers("g")
+    members.begin_listing()
+    members.release("a", 3)
+    members.listed(["a", "b"], 0, {"a": 3, "b": 1})  # read before the fence reached the group
+    with pytest.raises(KafkaError):
+        members.admitted("a", 1, 0)
+    assert members.admitted("b", 1, 0)
+    members.begin_listing()
+    members.release("a", 3)
+    members.listed(["a"], 2, {"a": 4})  # joined again meanwhile
+    assert members.admitted("a", 3, 0)

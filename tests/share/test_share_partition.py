@@ -817,3 +817,21 @@ def test_renew_and_release_in_one_batch_and_a_failed_write():
     assert sp.record_states() == {0: (ACQUIRED, 1, "m", 500 + LOCK), 1: (ACQUIRED, 1, "m", LOCK),
                                   2: (ACQUIRED, 1, "m", 500 + LOCK), 3: (ACQUIRED, 1, "m", LOCK)}
     assert sp.expire(LOCK).state_batches == (PSB(1, 1, 0, 1), PSB(3, 3, 0, 1))
+
+
+def test_a_release_at_an_older_member_epoch_leaves_what_the_member_acquired_after_joining_again():
+    """The member was fenced at epoch 3 and joined again (epoch 5) before the release reached
+    the SharePartition: the release gives back only what it held at epoch 3."""
+    sp = make()
+    old = sp.acquire("m", [(0, 4)], 100, 0, member_epoch=3)
+    new = sp.acquire("m", [(5, 9)], 100, 0, member_epoch=5)
+    pending = sp.release_member("m", 10, member_epoch=3)
+    assert pending.state_batches == (PSB(0, 4, 0, 0),)
+    sp.commit(pending)
+    assert sp.record_states()[5] == (ACQUIRED, 1, "m", LOCK)
+    expect_error(Errors.INVALID_RECORD_STATE, sp.acknowledge, "m",
+                 [AcknowledgementBatch(0, 4, (int(ACCEPT),), old.acquisition_id)], 20)
+    sp.commit(sp.acknowledge("m", [AcknowledgementBatch(5, 9, (int(ACCEPT),), new.acquisition_id)], 20))
+    # A release with no epoch (the member left) gives back everything it holds.
+    sp.acquire("m", [(0, 4)], 100, 30, member_epoch=7)
+    assert sp.release_member("m", 40).state_batches == (PSB(0, 4, 0, 0),)  # both deliveries given back
