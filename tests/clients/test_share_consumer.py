@@ -9,6 +9,7 @@ from actors import naming
 from runtime.messages.share import (NO_ACQUISITION, AcknowledgeTopic, AcknowledgePartition, AcknowledgementBatch,
                                     ShareAcknowledgeRequest)
 from tests.conftest import wait_until
+from tests.helpers import poll_records
 
 LOCK_MS = 2000
 CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": LOCK_MS,
@@ -25,17 +26,6 @@ def produce(cluster, topic, values, partition=None):
         producer.flush()
 
 
-def poll_until(consumer, count, timeout_s=20):
-    """Poll until `count` records came back (explicit consumers must acknowledge in between)."""
-    got = []
-
-    def step():
-        got.extend(consumer.poll(0.2))
-        return len(got) >= count
-    wait_until(step, timeout_s=timeout_s, interval_s=0, message=f"{count} records")
-    return got
-
-
 def share_partition(cluster, group, topic, partition=0):
     return ray.get_actor(naming.share_partition(group, topic, partition), namespace=cluster.namespace)
 
@@ -49,7 +39,7 @@ def test_implicit_mode_accepts_each_poll_at_the_next(cluster):
     produce(cluster, "s-implicit", [f"v{i}" for i in range(20)])
     with cluster.share_consumer("g-implicit", **FAST) as c:
         c.subscribe(["s-implicit"])
-        records = poll_until(c, 20)
+        records = poll_records(c, 20)
         assert [r.value for r in records] == [f"v{i}".encode() for i in range(20)]
         assert {r.delivery_count for r in records} == {1}
         assert c.acquisition_lock_timeout_ms() == LOCK_MS
@@ -68,7 +58,7 @@ def test_deserializers_shape_what_poll_returns_and_those_records_are_acknowledge
                                 key_deserializer=bytes.decode, value_deserializer=lambda b: b.decode().upper(),
                                 **FAST) as c:
         c.subscribe("s-deserialized")
-        records = poll_until(c, 5)
+        records = poll_records(c, 5)
         assert [(r.key, r.value) for r in records] == [(f"k{i}", f"V{i}") for i in range(5)]
         for r in records:
             c.acknowledge(r)
@@ -83,7 +73,7 @@ def test_explicit_mode_release_reject_renew(cluster):
     with cluster.share_consumer("g-explicit", share_acknowledgement_mode="explicit", **FAST) as c:
         c.set_acknowledgement_commit_callback(lambda offsets, error: results.append((offsets, error)))
         c.subscribe("s-explicit")
-        first = poll_until(c, 6)
+        first = poll_records(c, 6)
         assert [(r.offset, r.delivery_count) for r in first] == [(i, 1) for i in range(6)]
         with pytest.raises(KafkaError) as e:
             c.poll(0)
@@ -95,7 +85,7 @@ def test_explicit_mode_release_reject_renew(cluster):
         c.acknowledge_offset("s-explicit", 0, 4, AcknowledgeType.ACCEPT)
         c.acknowledge(first[5], AcknowledgeType.RELEASE)
         # The renewed record comes back at once, the released ones with a second delivery.
-        again = poll_until(c, 1)
+        again = poll_records(c, 1)
         assert (again[0].offset, again[0].delivery_count) == (3, 1)
         for r in again:
             c.acknowledge(r, AcknowledgeType.RELEASE if r.offset != 3 else AcknowledgeType.ACCEPT)
@@ -115,7 +105,7 @@ def test_bad_acknowledgements_are_refused_and_change_nothing(cluster):
     produce(cluster, "s-bad", ["a", "b", "c"])
     with cluster.share_consumer("g-bad", share_acknowledgement_mode="explicit", **FAST) as c:
         c.subscribe("s-bad")
-        records = poll_until(c, 3)
+        records = poll_records(c, 3)
         with pytest.raises(KafkaError) as e:
             c.acknowledge(records[0], 7)
         assert e.value.error is Errors.INVALID_REQUEST
@@ -172,11 +162,11 @@ def test_close_leaves_and_releases_what_the_member_holds(cluster):
     # The simple assignor shares a partition when members outnumber partitions.
     wait_until(lambda: first.assignment() == everything and second.assignment() == everything,
                message="both members share the partition")
-    held = poll_until(first, 4)
+    held = poll_records(first, 4)
     first.acknowledge(held[0])
     first.close()  # sends the accept, leaves, and the rest is released with its delivery given back
     wait_until(lambda: second.assignment() == everything, message="the group settled")
-    again = poll_until(second, 3)
+    again = poll_records(second, 3)
     assert sorted((r.offset, r.delivery_count) for r in again) == [(1, 1), (2, 1), (3, 1)]
     for r in again:
         second.acknowledge(r)
@@ -192,7 +182,7 @@ def test_commit_async_reports_through_the_callback(cluster):
     with cluster.share_consumer("g-async", share_acknowledgement_mode="explicit", **FAST) as c:
         c.set_acknowledgement_commit_callback(lambda offsets, error: outcomes.append((offsets, error)))
         c.subscribe("s-async")
-        records = poll_until(c, 2)
+        records = poll_records(c, 2)
         c.acknowledge(records[0])
         c.acknowledge(records[1], AcknowledgeType.REJECT)
         c.commit_async()
@@ -218,7 +208,7 @@ def test_read_committed_share_group_skips_aborted_records(cluster):
     assert altered.error_code == 0
     with cluster.share_consumer("g-txn", **FAST) as c:
         c.subscribe("s-txn")
-        records = poll_until(c, 2)
+        records = poll_records(c, 2)
         assert [r.value for r in records] == [b"c0", b"c1"]
         c.commit_sync()
         # Aborted records, markers and gaps all end settled: the start offset is at the end.
@@ -259,7 +249,7 @@ def test_a_waiting_read_committed_fetch_gets_a_transaction_once_it_commits(clust
             producer.flush()
             assert c.poll(0.5) == []
             producer.commit_transaction()
-        assert [r.value for r in poll_until(c, 1)] == [b"committed"]
+        assert [r.value for r in poll_records(c, 1)] == [b"committed"]
 
 
 def test_share_coordinator_actor_answers_each_partition_of_a_batch(cluster):

@@ -16,7 +16,6 @@ import threading
 import time
 
 import pytest
-import ray
 
 from actors import AcknowledgeType, Cluster, naming
 from runtime.hashing import partition_for

@@ -9,6 +9,7 @@ import ray
 
 from actors import AcknowledgeType, naming
 from tests.conftest import wait_until
+from tests.helpers import poll_records
 
 IDLE_MS = 1500
 CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.partition.idle.ms": IDLE_MS,
@@ -21,16 +22,6 @@ def produce(cluster, topic, count, start=0):
         for i in range(start, start + count):
             producer.send(topic, f"v{i}".encode(), partition=0)
         producer.flush()
-
-
-def poll_records(consumer, count, timeout_s=30):
-    got = []
-
-    def step():
-        got.extend(consumer.poll(0.2))
-        return len(got) >= count
-    wait_until(step, timeout_s=timeout_s, interval_s=0, message=f"{count} records")
-    return got
 
 
 def share_partition(cluster, group, topic):
