@@ -95,3 +95,28 @@ def cluster(ray_session, tmp_path_factory, request):
         c.create_topic(topic, partitions)
     yield c
     c.shutdown()
+
+
+# Where the suite's time goes: seconds per area (the folder under tests/), setup and teardown
+# included, printed at the end of every run (so every CI landing shows it).
+_AREAS: dict[str, list] = {}
+
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split("::")[0].split("/")
+    area = path[1] if len(path) > 2 else "(top)"
+    seconds_tests = _AREAS.setdefault(area, [0.0, 0])
+    seconds_tests[0] += report.duration
+    if report.when == "call":
+        seconds_tests[1] += 1
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _AREAS:
+        return
+    total = sum(s for s, _ in _AREAS.values())
+    terminalreporter.section("time per area")
+    terminalreporter.write_line(f"{'area':<14}{'tests':>7}{'seconds':>10}{'share':>8}")
+    for area, (seconds, tests) in sorted(_AREAS.items(), key=lambda kv: -kv[1][0]):
+        terminalreporter.write_line(f"{area:<14}{tests:>7}{seconds:>10.1f}{seconds / total:>8.0%}")
+    terminalreporter.write_line(f"{'all':<14}{sum(t for _, t in _AREAS.values()):>7}{total:>10.1f}")
