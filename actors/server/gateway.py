@@ -222,14 +222,15 @@ class GatewayActor:
     async def call(self, name: str, method: str, *args, timeout_s: float = 30.0) -> Any:
         """One call on a named actor, no retries (the Kafka client retries, as it does
         against a broker). Raises KafkaError: COORDINATOR_NOT_AVAILABLE when the actor is
-        missing or unavailable, REQUEST_TIMED_OUT after timeout_s."""
-        handle = self.directory.get(name)
+        missing or unavailable (ActorNotFound, as it is, when no actor has the name),
+        REQUEST_TIMED_OUT after timeout_s, the lookup included. The actor is looked up off
+        the loop, and a call given up on (the timeout, or the caller cancelled) is cancelled
+        on the actor (ActorDirectory.send)."""
         try:
-            return await asyncio.wait_for(getattr(handle, method).remote(*args), timeout_s)
+            return await self.directory.send(name, method, *args, timeout_s=timeout_s)
         except asyncio.TimeoutError:
             raise KafkaError(Errors.REQUEST_TIMED_OUT, f"{name}.{method} took over {timeout_s}s") from None
-        except Exception as e:
-            self.directory.forget(name)
+        except Exception as e:  # send forgot the handle: the actor is looked up again next time
             raise to_kafka_error(e) from None
 
     def spawn(self, coro) -> asyncio.Task:

@@ -67,9 +67,8 @@ class Brokers:
         if name == naming.gateway(me["node_id"]):
             return None
         try:
-            return await asyncio.wait_for(self.directory.get(name).broker.remote(listener), 5)
+            return await self.directory.send(name, "broker", listener, timeout_s=5)
         except Exception:
-            self.directory.forget(name)
             return None  # gone with its node: not a broker any more
 
     async def _node_of(self, name: str) -> str | None:
@@ -78,9 +77,8 @@ class Brokers:
             return node
         try:
             # The deployment's actors say their Ray node in their status.
-            node = (await asyncio.wait_for(self.directory.get(name).status.remote(), 5)).get("node_id")
+            node = (await self.directory.send(name, "status", timeout_s=5)).get("node_id")
         except Exception:
-            self.directory.forget(name)
             node = None  # away or restarting: not known until it is back
         self._nodes[name] = (time.monotonic(), node)
         return node
