@@ -43,9 +43,6 @@ class ClientActor:
 
     # ------------------------------------------------------------------ finding actors
 
-    def _actor(self, name: str) -> Any:
-        return self._actors.get(name)
-
     def _forget(self, name: str) -> None:
         self._actors.forget(name)
 
