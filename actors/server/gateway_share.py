@@ -29,7 +29,7 @@ from runtime.messages.share import (AcknowledgementBatch, AcknowledgePartition, 
                                     ShareAcknowledgeRequest, ShareFetchRequest, ShareFetchRequestPartition,
                                     ShareFetchRequestTopic)
 from runtime.messages.share_group import ShareGroupDescribeRequest, ShareGroupHeartbeatRequest
-from runtime.share.sessions import ShareSession
+from runtime.share.sessions import INITIAL_EPOCH, ShareSession
 from runtime.wire.entities import plain
 from runtime.wire.storage import fetched_records
 
@@ -246,6 +246,11 @@ async def share_fetch(gw, event) -> dict:
                                    got.acquisition_id, deadline, now)
 
     deadline = time.monotonic() + r["max_wait"] / 1000
+    if ended is not None and epoch == INITIAL_EPOCH:
+        # Replaced: what the member held in the old session goes back before the new one
+        # acquires, lest the release take what this fetch hands out.
+        await _release(gw, ended)
+        ended = None
     # Acknowledgements first, with the first pass that does not wait; partitions outside the
     # session (forgotten, or a closing fetch) only acknowledge.
     await asyncio.gather(*(one(tid, p, acks, 0, (tid, p) in fetching) for (tid, p), acks in listed.items()),

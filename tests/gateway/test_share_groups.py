@@ -303,3 +303,49 @@ def test_a_mixed_group_under_random_kills_accepts_every_record_once(cluster, boo
     assert len(keys) > total * 0.9 and {o for _, o in keys} <= set(range(total // 2))
     assert "kafka" in {who.split("-")[0] for who, _, _ in accepted}
     assert shoal_assigned  # the shoal consumer shared the partitions (the faster prefetch may win them all)
+
+
+def test_a_session_names_the_deliveries_it_was_handed_and_a_new_one_keeps_its_own(cluster, bootstrap):
+    """Raw ShareFetch and ShareAcknowledge: a session opened again releases what the old one
+    held before it acquires, so what the new answer hands out stays held, and the session
+    names the delivery of each offset it handed out, so its acknowledgement holds."""
+    from runtime.errors import Errors
+    from tests.gateway.raw import RawClient
+    SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
+    cluster.create_topic("sq9", 1)
+    produce(bootstrap, "sq9", 4)
+    topic_id = cluster.describe_topics(["sq9"])[0].topic_id
+    client = RawClient(bootstrap)
+    member = "m-raw-9"
+
+    def heartbeat(epoch):
+        return client.request(SHARE_GROUP_HEARTBEAT, 1, dict(group_id="sg9", member_id=member, member_epoch=epoch,
+                                                              rack_id=None, subscribed_topic_names=["sq9"]))
+    epoch = heartbeat(0)["member_epoch"]
+    wait_until(lambda: (heartbeat(epoch)["assignment"] or {}).get("topic_partitions"), message="sq9 assigned")
+    fetch = dict(group_id="sg9", member_id=member, max_wait=2000, min_bytes=1, max_bytes=1 << 20, max_records=2,
+                 batch_size=2, forgotten_topics_data=[],
+                 topics=[{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}])
+
+    def acquired(response):
+        (part,) = response["responses"][0]["partitions"]
+        return [(a["first_offset"], a["last_offset"]) for a in part["acquired_records"]]
+    first = client.request(SHARE_FETCH, 1, {**fetch, "share_session_epoch": 0})
+    assert acquired(first) == [(0, 3)] and first["acquisition_lock_timeout"] > 0  # one log batch
+    again = client.request(SHARE_FETCH, 1, {**fetch, "share_session_epoch": 0})  # opened again
+    assert acquired(again) == [(0, 3)]  # given back by the old session's end, then acquired anew
+    assert {o: s[:3] for o, s in states(cluster, "sg9", "sq9").items() if o != "start_offset"} == {
+        o: ("ACQUIRED", 1, member) for o in range(4)}  # the old session's delivery was given back
+
+    def acknowledge(session_epoch, first_offset, last_offset):
+        response = client.request(SHARE_ACKNOWLEDGE, 1, dict(
+            group_id="sg9", member_id=member, share_session_epoch=session_epoch, topics=[
+                {"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                    {"first_offset": first_offset, "last_offset": last_offset, "acknowledge_types": [1]}]}]}]))
+        (part,) = response["responses"][0]["partitions"]
+        return Errors.for_code(part["error_code"])
+    assert acknowledge(1, 4, 5) is Errors.INVALID_REQUEST  # past anything acquired, as Kafka answers
+    assert acknowledge(2, 0, 3) is Errors.NONE
+    assert states(cluster, "sg9", "sq9")["start_offset"] == 4
+    heartbeat(-1)
+    client.close()
