@@ -2,18 +2,22 @@
 
 For `--minutes`, a producer, a classic consumer group, a KIP-848 consumer group, a share
 group and a transactional producer work on a Cluster.local, while the chaos loop kills, at
-random, a group, share or transaction coordinator, a partition leader, a SharePartition, a
-consumer's client actor or a share consumer (stopped as if its process died); its user then
-starts a new one. Ray
-restarts the server actors (they reload from their logs); the clients find them again.
-Every client keeps a ledger, and at the end the soak checks:
+random, a group, share or transaction coordinator, the controller (the SharePartitions it
+created end with it), a partition leader, a SharePartition, a consumer's client actor, a
+share consumer (stopped as if its process died), or the process of the share group's Kafka
+member (confluent-kafka's ShareConsumer, librdkafka's KIP-932 client, unmodified, through the
+gateway); its user then starts a new one. Ray restarts the server actors (they reload from
+their logs); the clients find them again. The chaos is drawn from `--seed`, printed on
+stderr when the run starts and kept in the summary. Every client keeps a ledger, and at the
+end the soak checks:
 
 - every acknowledged produce is in the log, once;
 - every acknowledged offset commit is at or below the group's committed offset;
 - no partition was owned by two members of a group at once (a member that learns it was
   fenced, on_partitions_lost, stopped owning at the fence, before it learnt it);
-- the share group's history (every delivery, acknowledgement and outcome, consumers killed,
-  SharePartition-side restarts, start offsets seen) passes the history checker
+- the share group's history (every delivery, acknowledgement and outcome, shoal's and the
+  Kafka member's alike, consumers killed, SharePartition-side restarts, start offsets seen)
+  passes the history checker
   (tests/share_history.py): no record held twice, none delivered again after a successful
   acknowledgement or settled twice, every one acknowledged or archived, with the share group
   at the end of the log;
@@ -39,10 +43,12 @@ import contextlib
 import json
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from typing import NamedTuple
 
 import ray
 
@@ -62,7 +68,8 @@ CONFIG = {"log.flush.fsync": False, "log.retention.check.interval.ms": 3600000,
           "group.share.session.timeout.ms": 6000, "group.share.min.session.timeout.ms": 1000,
           "group.consumer.heartbeat.interval.ms": 500, "group.consumer.min.heartbeat.interval.ms": 100,
           "group.consumer.session.timeout.ms": 6000, "group.consumer.min.session.timeout.ms": 1000,
-          "group.min.session.timeout.ms": 1000}
+          "group.min.session.timeout.ms": 1000,
+          "listeners": "PLAINTEXT://127.0.0.1:0"}  # a gateway, for the share group's Kafka member
 # With --disk-faults: every log's fsyncs go through tests/soak/chaos_io.py.
 DISK_FAULTS = {"log.flush.fsync": True, "log.io.class": "tests.soak.chaos_io.ChaosIO",
                "soak.fsync.slow.rate": 0.01, "soak.fsync.slow.ms": 200, "soak.fsync.fail.rate": 0.002}
@@ -175,6 +182,168 @@ class ShareMember:
                 self.soak.share_history.member_ended(self.consumer.member_id)
 
 
+class StampedShareHistory(ShareHistory):
+    """The share history, told when an event happened by a recorder in another process: each
+    event of the Kafka member's process carries its time.monotonic(), CLOCK_MONOTONIC, one
+    clock for every process of the machine, so its deliveries and acknowledgements take their
+    places among shoal's as they happened, not as they were read from the pipe."""
+
+    def __init__(self, delivery_limit: int) -> None:
+        super().__init__(delivery_limit)
+        self._stamp = threading.local()
+
+    def _now(self) -> float:
+        at = getattr(self._stamp, "at", None)
+        return time.monotonic() if at is None else at
+
+    @contextlib.contextmanager
+    def at(self, when: float):
+        """What is recorded within happened at `when` (this thread's records only)."""
+        self._stamp.at = when
+        try:
+            yield
+        finally:
+            self._stamp.at = None
+
+
+class Seen(NamedTuple):
+    """A record as the Kafka member reported it, with what ShareHistory reads of a record."""
+    topic: str
+    partition: int
+    offset: int
+    delivery_count: int
+
+
+# The Kafka member's process: confluent-kafka's ShareConsumer in explicit acknowledgement mode
+# accepts every record it polls and says what happened, a JSON line an event, each stamped
+# with its time.monotonic(): "polled" (the records, with their delivery counts), "sent"
+# (acknowledge() only marks them; commit_sync sends them), "done" (commit_sync's answer per
+# partition, or "failed"). A closed stdin asks it to close (leaving the group) and exit.
+KAFKA_MEMBER = r"""
+import json, select, sys, time
+from confluent_kafka import AcknowledgeType, ShareConsumer
+
+def say(**event):
+    print(json.dumps(event), flush=True)
+
+bootstrap, group, client_id, topic = sys.argv[1:5]
+c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
+                   "share.acknowledgement.mode": "explicit"})
+c.subscribe([topic])
+while not select.select([sys.stdin], [], [], 0)[0]:
+    try:
+        got = [m for m in c.poll(0.2) if m.error() is None]
+    except Exception as e:
+        say(error=repr(e))
+        time.sleep(0.2)
+        continue
+    if not got:
+        continue
+    say(polled=time.monotonic(), records=[[m.topic(), m.partition(), m.offset(), m.delivery_count()] for m in got])
+    for m in got:
+        c.acknowledge(m, AcknowledgeType.ACCEPT)
+    say(sent=time.monotonic())
+    try:
+        outcome = c.commit_sync(60)
+    except Exception as e:
+        say(done=time.monotonic(), failed=repr(e))
+        continue
+    say(done=time.monotonic(),
+        outcomes=[[tp.topic, tp.partition, None if e is None else str(e)] for tp, e in outcome.items()])
+c.close()
+"""
+
+
+class KafkaShareMember:
+    """The share group's Kafka member: confluent-kafka's ShareConsumer through the gateway, in
+    a process of its own (KAFKA_MEMBER), killed with SIGKILL as a crash would and replaced.
+    librdkafka does not tell its member id: the history names each process by its client.id,
+    `kafka-<n>.<generation>`. A reader thread records the process's events as they come; at
+    its end (killed, closed or crashed) an acknowledgement sent and not answered is one whose
+    outcome was never learnt, and the member has ended. Nor does librdkafka tell when it was
+    fenced and joined again, or opened a new share session (both give back what it held): the
+    history counts each process one membership, so such a give-back followed by a delivery of
+    the same count elsewhere would show as a violation (a) to look into, not a shoal bug."""
+
+    def __init__(self, soak: "Soak", n: int) -> None:
+        self.soak, self.n = soak, n
+        self.lock = threading.Lock()
+        self.generation = 0
+        self.proc = self.reader = None
+        self.errors: list[str] = []  # what its polls raised, and its crashes
+        self._start()
+
+    def _start(self) -> None:
+        self.generation += 1
+        label = f"kafka-{self.n}.{self.generation}"
+        proc = subprocess.Popen([sys.executable, "-c", KAFKA_MEMBER, self.soak.bootstrap, "soak-share", label, TOPIC],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = proc
+        self.reader = threading.Thread(target=self._read, args=(proc, label), name=label, daemon=True)
+        self.reader.start()
+
+    def _read(self, proc: subprocess.Popen, label: str) -> None:
+        history = self.soak.share_history
+        polled, sent = [], None
+        for line in proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:  # a line cut short by the kill
+                continue
+            if "error" in event:
+                self.errors.append(event["error"])
+            elif "polled" in event:
+                polled = [Seen(*r) for r in event["records"]]
+                with history.at(event["polled"]):
+                    history.delivered(label, polled)
+            elif "sent" in event:
+                sent = event["sent"]
+            elif "done" in event:
+                outcomes = None if "failed" in event else {(t, p): e for t, p, e in event["outcomes"]}
+                with history.at(event["done"]):
+                    history.acknowledged(label, dict.fromkeys(polled, AcknowledgeType.ACCEPT), outcomes, sent)
+                polled, sent = [], None
+        if sent is not None:  # it died waiting for commit_sync's answer
+            history.acknowledged(label, dict.fromkeys(polled, AcknowledgeType.ACCEPT), None, sent)
+        history.member_ended(label)
+
+    def kill(self) -> bool:
+        """SIGKILL: no acknowledgement, no leave; its connections close, so the gateway ends its
+        share session and what it held is released. Returns once its history is recorded."""
+        with self.lock:
+            proc, reader, self.proc = self.proc, self.reader, None
+        if proc is None:
+            return False
+        proc.kill()
+        proc.wait()
+        reader.join(timeout=30)
+        return True
+
+    def step(self) -> None:
+        with self.lock:
+            if self.proc is not None and self.proc.poll() is not None:
+                self.reader.join(timeout=30)
+                self.errors.append(f"kafka-{self.n}.{self.generation} exited with {self.proc.returncode}")
+                self.proc = None
+            if self.proc is None:
+                self._start()
+        self.soak.stop.wait(0.2)
+
+    def close(self) -> None:
+        """A clean close: it leaves the group (its held records go back) and exits."""
+        with self.lock:
+            proc, reader, self.proc = self.proc, self.reader, None
+        if proc is None:
+            return
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        reader.join(timeout=30)
+
+
 class Nodes:
     """The soak's own Ray cluster: a head (the driver and the client actors) and `count`
     worker nodes, the only ones with the `SERVER` resource, so the deployment runs on them."""
@@ -215,13 +384,15 @@ class Soak:
         self.produced: dict = {}  # (partition, offset) -> value, acknowledged
         self.committed: dict = {"soak-classic": {}, "soak-848": {}}  # group -> {tp: highest acknowledged}
         self.ownership: dict = {"soak-classic": [], "soak-848": []}
-        self.share_history = ShareHistory(LIMIT)
+        self.share_history = StampedShareHistory(LIMIT)
+        self.bootstrap = cluster.bootstrap_servers
         self.txns = {"committed": set(), "aborted": set(), "unknown": set()}
         self.unsettled: list = []  # committed transactions with a send not answered
         self.faults: dict = {}
         self.commits = 0  # offset commits acknowledged
         self._seq = 0
         self._txn = {"producer": None, "n": 0}
+        self.kafka_share_members: list[KafkaShareMember] = []
 
     # ------------------------------------------------------------------ the work
 
@@ -270,9 +441,11 @@ class Soak:
         self.members = [Member(self, "soak-classic", "classic", n) for n in range(2)]
         self.members += [Member(self, "soak-848", "consumer", n) for n in range(2)]
         self.share_members = [ShareMember(self, n) for n in range(2)]
+        self.kafka_share_members = [KafkaShareMember(self, 0)]
         workers = [Worker("produce", self._produce, self.stop), Worker("transactions", self._transaction, self.stop)]
         workers += [Worker(f"{m.group}-{m.n}", m.step, self.stop) for m in self.members]
         workers += [Worker(f"share-{m.n}", m.step, self.stop) for m in self.share_members]
+        workers += [Worker(f"kafka-share-{m.n}", m.step, self.stop) for m in self.kafka_share_members]
         for w in workers:
             w.start()
         return workers
@@ -294,8 +467,9 @@ class Soak:
         return [naming.share_partition("soak-share", TOPIC, p) for p in range(PARTITIONS)]
 
     def fault(self) -> None:
-        kinds = ["group_coordinator", "share_coordinator", "transaction_coordinator", "partition_leader",
-                 "share_partition", "consumer_client", "share_consumer_client"]
+        kinds = ["group_coordinator", "share_coordinator", "transaction_coordinator", "controller",
+                 "partition_leader", "share_partition", "consumer_client", "share_consumer_client",
+                 "kafka_share_consumer"]
         kind = self.rng.choice(kinds + (["node"] if self.nodes else []))
         if kind == "node":
             self.share_history.fault(kind)  # SharePartitions on it restart elsewhere
@@ -304,9 +478,13 @@ class Soak:
             self.rng.choice(self.members).kill()
         elif kind == "share_consumer_client":
             self.rng.choice(self.share_members).kill()
+        elif kind == "kafka_share_consumer":
+            if not self.rng.choice(self.kafka_share_members).kill():
+                return  # between two processes
         else:
-            name = self.rng.choice(self._server_actors(kind))
-            if kind in ("share_partition", "share_coordinator"):
+            name = naming.CONTROLLER if kind == "controller" else self.rng.choice(self._server_actors(kind))
+            if kind in ("share_partition", "share_coordinator", "controller"):
+                # A controller restart ends the SharePartitions it created (Cluster.local).
                 self.share_history.fault(kind)
             try:
                 ray.kill(ray.get_actor(name, namespace=self.cluster.namespace), no_restart=False)
@@ -374,7 +552,7 @@ class Soak:
 
         ends = {p: max((o for q, o in log if q == p), default=-1) + 1 for p in range(PARTITIONS)}
         drainer = self.share_members[0]
-        for m in self.share_members[1:]:
+        for m in self.share_members[1:] + self.kafka_share_members:
             m.close()  # it leaves: the group assigns its partitions to the drainer
         deadline = time.monotonic() + DRAIN_S
 
@@ -433,12 +611,16 @@ class Soak:
                 "ownership_lost": sum(1 for i in self.ownership.values() for o in i if o[4]),
                 "share_records": len(log),
                 "share_deliveries": sum(len(d) for d in share.deliveries.values()),
+                "share_deliveries_kafka": sum(1 for d in share.deliveries.values() for x in d
+                                              if x.member.startswith("kafka-")),
+                "kafka_share_members_started": sum(m.generation for m in self.kafka_share_members),
                 "share_acknowledgements": sum(len(a) for a in share.acks.values()),
                 "share_acknowledged": sum(1 for a in share.acks.values() if any(x.ok for x in a)),
                 "share_acknowledgements_unknown": sum(1 for a in share.acks.values() if any(x.ok is None for x in a)),
                 "transactions": {k: len(v) for k, v in self.txns.items()},
             },
             "client_errors": {w.name: len(w.errors) for w in workers},
+            "kafka_share_member_errors": [e for m in self.kafka_share_members for e in m.errors][:10],
             "violations": violations,
         }
 
@@ -456,16 +638,19 @@ def run(minutes: float, seed: int = 0, data_dir: str | None = None, disk_faults:
         nodes: "Nodes | None" = None) -> dict:
     """Run the soak for `minutes` on a Cluster.local (on the Ray this process is connected
     to, or a new one); the summary."""
+    print(f"shoal soak: seed {seed}", file=sys.stderr, flush=True)
     started = time.monotonic()
     faults_file = tempfile.mktemp(prefix="shoal-soak-faults-")
     config = {**CONFIG, **(DISK_FAULTS if disk_faults else {}), **(nodes.config if nodes else {}),
               "soak.faults.file": faults_file}
-    cluster = None
+    cluster = soak = None
     try:
         cluster = Cluster.local(data_dir=data_dir, config=config)
         soak = Soak(cluster, seed, nodes)
         summary = soak.check(soak.run(minutes * 60, arm=lambda: open(faults_file + ".armed", "w").close()))
     finally:
+        for m in soak.kafka_share_members if soak is not None else ():
+            m.kill()  # none left behind by a soak that failed (check() closed the others)
         if cluster is not None:
             cluster.shutdown()
         disk = _count_lines(faults_file)
