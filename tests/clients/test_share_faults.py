@@ -43,12 +43,13 @@ def poll_records(consumer, count, timeout_s=60, acknowledge=False):
 
 
 def start_offset(cluster, group, topic, partition=0):
-    """The SharePartition's start offset; -1 before any fetch there made the actor."""
+    """The SharePartition's start offset; -1 before any fetch there made the actor, or while
+    one killed is not back yet (the next fetch makes it again)."""
     try:
         sp = ray.get_actor(naming.share_partition(group, topic, partition), namespace=cluster.namespace)
-    except ValueError:
+        return ray.get(sp.record_states.remote(), timeout=60)["start_offset"]
+    except (ValueError, ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
         return -1
-    return ray.get(sp.record_states.remote())["start_offset"]
 
 
 def test_records_of_a_killed_consumer_come_back_after_the_lock(cluster):
