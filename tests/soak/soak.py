@@ -235,7 +235,7 @@ while not select.select([sys.stdin], [], [], 0)[0]:
         got = [m for m in c.poll(0.2) if m.error() is None]
     except Exception as e:
         say(error=repr(e))
-        time.sleep(0.2)
+        select.select([sys.stdin], [], [], 0.2)  # a pause before trying again, cut short by the stop
         continue
     if not got:
         continue
