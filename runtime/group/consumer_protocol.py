@@ -10,12 +10,11 @@ only place that encodes or decodes them.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import io
 import struct
 from typing import NamedTuple
-
-from kio.serial import entity_reader, entity_writer
 
 __all__ = [
     "PROTOCOL_TYPE", "ConsumerProtocolSubscription", "ConsumerProtocolAssignment",
@@ -24,11 +23,8 @@ __all__ = [
 
 PROTOCOL_TYPE = "consumer"
 _VERSION = 3
-# kio's generated modules of versions 0-3, indexed by version
-_SUBSCRIPTIONS = tuple(importlib.import_module(f"kio.schema.consumer_protocol_subscription.v{v}.data")
-                       for v in range(_VERSION + 1))
-_ASSIGNMENTS = tuple(importlib.import_module(f"kio.schema.consumer_protocol_assignment.v{v}.data")
-                     for v in range(_VERSION + 1))
+_SUBSCRIPTION = "consumer_protocol_subscription"
+_ASSIGNMENT = "consumer_protocol_assignment"
 _INT16 = struct.Struct(">h")
 
 TopicPartitions = tuple[tuple[str, tuple[int, ...]], ...]
@@ -47,7 +43,17 @@ class ConsumerProtocolAssignment(NamedTuple):
     user_data: bytes | None = None
 
 
+@functools.cache
+def _schemas(schema: str) -> tuple:
+    """kio's generated modules of versions 0-3 of the schema, indexed by version. Loaded on
+    first use: kio (with the libraries it brings) costs some 0.2 s of every process that
+    imports it, and most actors that import the group coordinator's code never read these
+    bytes."""
+    return tuple(importlib.import_module(f"kio.schema.{schema}.v{v}.data") for v in range(_VERSION + 1))
+
+
 def _encode(module, cls_name: str, version: int, **fields) -> bytes:
+    from kio.serial import entity_writer
     cls = getattr(module, cls_name)
     names = {f for f in cls.__dataclass_fields__}
     buf = io.BytesIO()
@@ -58,6 +64,7 @@ def _encode(module, cls_name: str, version: int, **fields) -> bytes:
 
 def _decode(modules, cls_name: str, data: bytes):
     """Kafka reads a newer version than it knows by that prefix; so does this."""
+    from kio.serial import entity_reader
     if len(data) < 2:
         raise ValueError("consumer protocol bytes end early")
     (version,) = _INT16.unpack_from(data)
@@ -81,7 +88,7 @@ def _plain(topic_partitions) -> TopicPartitions:
 
 def encode_subscription(topics, user_data: bytes | None = None, owned_partitions=(), generation_id: int = -1,
                         rack_id: str | None = None, version: int = _VERSION) -> bytes:
-    module = _SUBSCRIPTIONS[version]
+    module = _schemas(_SUBSCRIPTION)[version]
     return _encode(module, "ConsumerProtocolSubscription", version, topics=tuple(topics), user_data=user_data,
                    owned_partitions=_partitions(module, owned_partitions), generation_id=generation_id,
                    rack_id=rack_id)
@@ -89,13 +96,13 @@ def encode_subscription(topics, user_data: bytes | None = None, owned_partitions
 
 def decode_subscription(data: bytes) -> ConsumerProtocolSubscription:
     """Raises ValueError on bytes that are not a subscription."""
-    s = _decode(_SUBSCRIPTIONS, "ConsumerProtocolSubscription", data)
+    s = _decode(_schemas(_SUBSCRIPTION), "ConsumerProtocolSubscription", data)
     return ConsumerProtocolSubscription(tuple(s.topics), s.user_data, _plain(getattr(s, "owned_partitions", ())),
                                         getattr(s, "generation_id", -1), getattr(s, "rack_id", None))
 
 
 def encode_assignment(assigned_partitions, user_data: bytes | None = None, version: int = _VERSION) -> bytes:
-    module = _ASSIGNMENTS[version]
+    module = _schemas(_ASSIGNMENT)[version]
     return _encode(module, "ConsumerProtocolAssignment", version,
                    assigned_partitions=_partitions(module, assigned_partitions), user_data=user_data)
 
@@ -105,5 +112,5 @@ def decode_assignment(data: bytes) -> ConsumerProtocolAssignment:
     leader left out). Raises ValueError on bytes that are not an assignment."""
     if not data:
         return ConsumerProtocolAssignment(())
-    a = _decode(_ASSIGNMENTS, "ConsumerProtocolAssignment", data)
+    a = _decode(_schemas(_ASSIGNMENT), "ConsumerProtocolAssignment", data)
     return ConsumerProtocolAssignment(_plain(a.assigned_partitions), a.user_data)
