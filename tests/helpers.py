@@ -140,24 +140,95 @@ def produce(cluster, topic: str, count: int, partitions: int = 1, start: int = 0
         producer.flush()
 
 
-def poll_records(consumer, count: int, timeout_s: float = 60) -> list:
-    """At least `count` records from a share consumer, polled (and not acknowledged) within
-    the deadline."""
+def produce_values(cluster, topic: str, values, partition: int | None = None, keyed: bool = False) -> None:
+    """These string values, in order, to `partition` (None: the partitioner picks), each its
+    own key when `keyed`."""
+    with cluster.producer(linger_ms=1) as producer:
+        for v in values:
+            producer.send(topic, v.encode(), key=v.encode() if keyed else None, partition=partition)
+        producer.flush()
+
+
+def produce_through_gateway(bootstrap: str, topic: str, count: int, partitions: int = 1, start: int = 0) -> None:
+    """As `produce` (key b"k<i>", value b"v<i>"), by a Kafka client (confluent-kafka, acks=all)
+    through the gateway; every record acknowledged."""
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(start, start + count):
+        producer.produce(topic, value=f"v{i}".encode(), key=f"k{i}".encode(), partition=i % partitions)
+    assert producer.flush(30) == 0
+
+
+def owns_each_once(consumers, partitions) -> bool:
+    """Whether every consumer holds some of `partitions` and, together, each exactly once."""
+    owned = [c.assignment() for c in consumers]
+    return all(owned) and sum(len(o) for o in owned) == len(partitions) and set().union(*owned) == partitions
+
+
+def produce_record_through_gateway(bootstrap: str, topic: str, partition: int, value: bytes = b"x") -> None:
+    """One record to the partition, by confluent-kafka through the gateway, acknowledged."""
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    producer.produce(topic, value=value, partition=partition)
+    assert producer.flush(30) == 0
+
+
+def poll_consumers_until(consumers, predicate, seen=None, timeout_s: float = 40, message: str = "condition") -> list:
+    """Poll every (shoal) consumer in turn, as their applications would, keeping the decoded
+    values in `seen`, until `predicate()`. Returns `seen`."""
+    from tests.conftest import wait_until
+    seen = seen if seen is not None else []
+
+    def step():
+        for c in consumers:
+            for records in c.poll(timeout_ms=30).values():
+                seen.extend(r.value.decode() for r in records)
+        return predicate()
+    wait_until(step, timeout_s=timeout_s, interval_s=0, message=message)
+    return seen
+
+
+def poll_records(consumer, count: int, timeout_s: float = 60, acknowledge: bool = False) -> list:
+    """At least `count` records from a share consumer, polled within the deadline, each
+    acknowledged (ACCEPT) as it comes when `acknowledge`."""
     from tests.conftest import wait_until
     got = []
 
     def step():
-        got.extend(consumer.poll(0.1))
+        records = consumer.poll(0.1)
+        if acknowledge:
+            for r in records:
+                consumer.acknowledge(r)
+        got.extend(records)
         return len(got) >= count
     wait_until(step, timeout_s=timeout_s, interval_s=0, message=f"{count} records")
     return got
+
+
+def share_partition(cluster, group: str, topic: str, partition: int = 0):
+    """The SharePartition actor's handle (it must be live)."""
+    return ray.get_actor(naming.share_partition(group, topic, partition), namespace=cluster.namespace)
+
+
+def record_states(cluster, group: str, topic: str, partition: int = 0) -> dict:
+    """The SharePartition's record states ({offset: (state, delivery count, ...)}, and its
+    "start_offset")."""
+    return ray.get(share_partition(cluster, group, topic, partition).record_states.remote(), timeout=30)
+
+
+def share_start_offset(cluster, group: str, topic: str, partition: int = 0) -> int:
+    """The SharePartition's start offset; -1 before any fetch there made the actor, or while
+    one killed is not back yet (the next fetch makes it again)."""
+    try:
+        return record_states(cluster, group, topic, partition)["start_offset"]
+    except (ValueError, ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+        return -1
 
 
 def share_partition_status(cluster, group: str, topic: str, partition: int = 0) -> dict | None:
     """The SharePartition actor's status (its pid among it), or None when no live actor has
     the name. Asks nothing that would make it load."""
     try:
-        actor = ray.get_actor(naming.share_partition(group, topic, partition), namespace=cluster.namespace)
-        return ray.get(actor.status.remote(), timeout=30)
+        return ray.get(share_partition(cluster, group, topic, partition).status.remote(), timeout=30)
     except (ValueError, ray.exceptions.RayActorError):
         return None

@@ -4,8 +4,7 @@ import ray
 
 from actors import OffsetAndMetadata, TopicPartition
 from runtime.messages.topics import ListOffsetsRequest
-from tests.helpers import Recorder
-from tests.conftest import wait_until
+from tests.helpers import Recorder, owns_each_once, poll_consumers_until, produce_values
 
 CLUSTER_CONFIG = {"group.min.session.timeout.ms": 200, "group.initial.rebalance.delay.ms": 0}
 CLUSTER_TOPICS = {"orders": 6}
@@ -14,43 +13,19 @@ FAST = dict(session_timeout_ms=2000, heartbeat_interval_ms=150, fetch_max_wait_m
 ALL = {TopicPartition("orders", p) for p in range(6)}
 
 
-def produce(cluster, values):
-    with cluster.producer(linger_ms=1) as producer:
-        for v in values:
-            producer.send("orders", v.encode(), key=v.encode())
-        producer.flush()
-
-
-def poll_until(consumers, predicate, seen=None, timeout_s=40, message="condition"):
-    """Poll every consumer in turn (as their applications would) until `predicate()`."""
-    seen = seen if seen is not None else []
-
-    def step():
-        for c in consumers:
-            for records in c.poll(timeout_ms=30).values():
-                seen.extend(r.value.decode() for r in records)
-        return predicate()
-    wait_until(step, timeout_s=timeout_s, interval_s=0, message=message)
-    return seen
-
-
-def owns_all_once(consumers, partitions=ALL):
-    owned = [c.assignment() for c in consumers]
-    return all(owned) and sum(len(o) for o in owned) == len(partitions) and set().union(*owned) == partitions
-
-
 def test_three_consumers_share_commit_rebalance_and_resume(cluster):
-    produce(cluster, [f"a{i}" for i in range(60)])
+    produce_values(cluster, "orders", [f"a{i}" for i in range(60)], keyed=True)
     # auto commit also commits before partitions are revoked: no record is seen twice
     settings = dict(FAST, enable_auto_commit=True, auto_commit_interval_ms=300)
     c1 = cluster.consumer("g-main", **settings)
     c1.subscribe(["orders"])
-    seen = poll_until([c1], lambda: c1.assignment() == ALL, message="c1 owns everything")
+    seen = poll_consumers_until([c1], lambda: c1.assignment() == ALL, message="c1 owns everything")
     c2, c3 = cluster.consumer("g-main", **settings), cluster.consumer("g-main", **settings)
     c2.subscribe(["orders"])
     c3.subscribe("orders")
     group = [c1, c2, c3]
-    poll_until(group, lambda: owns_all_once(group) and len(seen) >= 60, seen, message="three own each once")
+    poll_consumers_until(group, lambda: owns_each_once(group, ALL) and len(seen) >= 60, seen,
+                         message="three own each once")
     assert sorted(seen) == sorted(f"a{i}" for i in range(60))
     assert [len(c.assignment()) for c in group] == [2, 2, 2]
     for c in group:
@@ -60,20 +35,20 @@ def test_three_consumers_share_commit_rebalance_and_resume(cluster):
         assert c1.committed(tp) == OffsetAndMetadata(owner.position(tp), "", -1)
 
     c3.close()  # leaves: the other two take its partitions
-    produce(cluster, [f"b{i}" for i in range(30)])
+    produce_values(cluster, "orders", [f"b{i}" for i in range(30)], keyed=True)
     group = [c1, c2]
-    poll_until(group, lambda: owns_all_once(group) and sum(v.startswith("b") for v in seen) >= 30, seen,
-               message="two own each once")
+    poll_consumers_until(group, lambda: owns_each_once(group, ALL) and sum(v.startswith("b") for v in seen) >= 30, seen,
+                         message="two own each once")
     assert sorted(v for v in seen if v.startswith("b")) == sorted(f"b{i}" for i in range(30))
     for c in group:
         c.commit()
         c.close()
 
-    produce(cluster, [f"c{i}" for i in range(12)])
+    produce_values(cluster, "orders", [f"c{i}" for i in range(12)], keyed=True)
     resumed = cluster.consumer("g-main", **FAST)
     resumed.subscribe(["orders"])
     later = []
-    poll_until([resumed], lambda: len(later) >= 12, later, message="resume")
+    poll_consumers_until([resumed], lambda: len(later) >= 12, later, message="resume")
     assert sorted(later) == sorted(f"c{i}" for i in range(12))  # from the committed offsets on
     resumed.close()
 
@@ -84,19 +59,19 @@ def end_offsets(cluster):
 
 
 def test_a_killed_consumer_loses_its_partitions_after_the_session_timeout(cluster):
-    produce(cluster, [f"k{i}" for i in range(24)])
+    produce_values(cluster, "orders", [f"k{i}" for i in range(24)], keyed=True)
     end = end_offsets(cluster)
     c1, c2 = cluster.consumer("g-kill", **FAST), cluster.consumer("g-kill", **FAST)
     c1.subscribe(["orders"])
     c2.subscribe(["orders"])
     both = [c1, c2]
-    poll_until(both, lambda: owns_all_once(both) and all(
+    poll_consumers_until(both, lambda: owns_each_once(both, ALL) and all(
         next(c for c in both if tp in c.assignment()).position(tp) == end[tp] for tp in ALL), message="all read")
     c1.commit()
     c2.commit()
     taken = c2.assignment()
     ray.kill(c2._actor)  # a crash: no LeaveGroup
-    poll_until([c1], lambda: c1.assignment() == ALL, timeout_s=30, message="c1 takes over")
+    poll_consumers_until([c1], lambda: c1.assignment() == ALL, timeout_s=30, message="c1 takes over")
     assert {tp: c1.committed(tp) for tp in ALL} == {tp: OffsetAndMetadata(end[tp], "", -1) for tp in ALL}
     assert {tp: c1.position(tp) for tp in taken} == {tp: end[tp] for tp in taken}  # where c2 committed
     c1.close()
@@ -113,13 +88,13 @@ def test_cooperative_sticky_never_gives_a_partition_to_two_consumers(cluster):
             state = ray.get(c._actor.group_state.remote())
             if state["state"] == "stable":
                 by_generation.setdefault(state["generation"], {})[i] = set(map(tuple, state["assignment"]))
-        return owns_all_once(consumers)
+        return owns_each_once(consumers, ALL)
 
     for i in range(3):
         c = cluster.consumer("g-coop", **settings)
         c.subscribe(["orders"], listener=listeners[i])
         consumers.append(c)
-        poll_until(consumers, sample, message=f"{i + 1} cooperative consumers settle")
+        poll_consumers_until(consumers, sample, message=f"{i + 1} cooperative consumers settle")
     for generation, owned in by_generation.items():
         parts = [p for ps in owned.values() for p in ps]
         assert len(parts) == len(set(parts)), f"generation {generation}: a partition has two owners"

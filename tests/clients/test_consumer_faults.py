@@ -8,8 +8,8 @@ from actors import (ConsumerRebalanceListener, Errors, KafkaError, NoOffsetForPa
                     OffsetAndMetadata, TopicPartition)
 from runtime.messages.group import DescribeGroupsRequest
 from tests.clients import test_consumer
-from tests.helpers import Recorder
-from tests.clients.test_consumer import ALL, FAST, end_offsets, owns_all_once, poll_until, produce
+from tests.helpers import Recorder, owns_each_once, poll_consumers_until, produce_values
+from tests.clients.test_consumer import ALL, FAST, end_offsets
 from tests.conftest import wait_until
 
 CLUSTER_CONFIG, CLUSTER_TOPICS = test_consumer.CLUSTER_CONFIG, test_consumer.CLUSTER_TOPICS  # the same cluster
@@ -18,7 +18,7 @@ CLUSTER_CONFIG, CLUSTER_TOPICS = test_consumer.CLUSTER_CONFIG, test_consumer.CLU
 @pytest.fixture(scope="module")
 def cluster(cluster):
     """The module's cluster, with 36 records in "orders"."""
-    produce(cluster, [f"r{i}" for i in range(36)])
+    produce_values(cluster, "orders", [f"r{i}" for i in range(36)], keyed=True)
     return cluster
 
 
@@ -41,7 +41,8 @@ def test_coordinator_killed_during_a_rebalance_and_during_commits(cluster):
     for c in consumers:
         c.subscribe(["orders"])
     seen = []
-    poll_until(consumers, lambda: owns_all_once(consumers) and len(seen) >= 36, seen, message="two share")
+    poll_consumers_until(consumers, lambda: owns_each_once(consumers, ALL) and len(seen) >= 36, seen,
+                         message="two share")
     coordinator = cluster.group_coordinator("g-coord")
 
     third = cluster.consumer("g-coord", **FAST)
@@ -49,8 +50,9 @@ def test_coordinator_killed_during_a_rebalance_and_during_commits(cluster):
     consumers.append(third)
     third.poll(timeout_ms=300)  # its JoinGroup is parked in the rebalance
     ray.kill(coordinator, no_restart=False)
-    poll_until(consumers, lambda: owns_all_once(consumers) and [len(c.assignment()) for c in consumers] == [2, 2, 2],
-               seen, message="the group settles again")
+    poll_consumers_until(consumers, lambda: owns_each_once(consumers, ALL) and
+                         [len(c.assignment()) for c in consumers] == [2, 2, 2], seen,
+                         message="the group settles again")
     assert group_state(cluster, "g-coord").group_state == "Stable"
 
     first = consumers[0]
@@ -71,12 +73,12 @@ def test_a_static_member_restarted_within_its_session_timeout_causes_no_rebalanc
     b = cluster.consumer("g-static", group_instance_id="b", **settings)
     a.subscribe(["orders"])
     b.subscribe(["orders"])
-    poll_until([a, b], lambda: owns_all_once([a, b]), message="two static members share")
+    poll_consumers_until([a, b], lambda: owns_each_once([a, b], ALL), message="two static members share")
     before_a, before_b = member(a), member(b)
     b.close()  # a static member does not leave
     b2 = cluster.consumer("g-static", group_instance_id="b", **settings)
     b2.subscribe(["orders"])
-    poll_until([a, b2], lambda: owns_all_once([a, b2]), message="b comes back")
+    poll_consumers_until([a, b2], lambda: owns_each_once([a, b2], ALL), message="b comes back")
     after_a, after_b = member(a), member(b2)
     assert after_a["generation"] == before_a["generation"] == after_b["generation"]
     assert after_b["assignment"] == before_b["assignment"] and after_a["assignment"] == before_a["assignment"]
@@ -91,10 +93,10 @@ def test_a_consumer_that_stops_polling_leaves_and_rejoins_on_its_next_poll(clust
     listener = Recorder()
     slow.subscribe(["orders"], listener=listener)
     busy.subscribe(["orders"])
-    poll_until([slow, busy], lambda: owns_all_once([slow, busy]), message="two share")
-    poll_until([busy], lambda: busy.assignment() == ALL, message="the slow one left")
+    poll_consumers_until([slow, busy], lambda: owns_each_once([slow, busy], ALL), message="two share")
+    poll_consumers_until([busy], lambda: busy.assignment() == ALL, message="the slow one left")
     assert slow.assignment() == set()
-    poll_until([slow, busy], lambda: owns_all_once([slow, busy]), message="it came back")
+    poll_consumers_until([slow, busy], lambda: owns_each_once([slow, busy], ALL), message="it came back")
     assert ("lost", frozenset()) not in listener.events and any(k == "lost" for k, _ in listener.events)
     slow.close()
     busy.close()
@@ -110,11 +112,11 @@ def test_offset_reset_policies(cluster):
 
     latest = cluster.consumer("g-latest", **dict(FAST, auto_offset_reset="latest"))
     latest.subscribe(["orders"])
-    poll_until([latest], lambda: latest.assignment() == ALL, message="assigned")
+    poll_consumers_until([latest], lambda: latest.assignment() == ALL, message="assigned")
     wait_until(lambda: all(latest.position(tp) is not None for tp in ALL))
-    produce(cluster, ["new"])
+    produce_values(cluster, "orders", ["new"], keyed=True)
     seen = []
-    poll_until([latest], lambda: seen, seen, message="the new record")
+    poll_consumers_until([latest], lambda: seen, seen, message="the new record")
     assert seen == ["new"]
     latest.close()
 
@@ -169,10 +171,10 @@ def test_the_leader_rebalances_when_a_topic_grows(cluster):
     cluster.create_topic("grow", 2)
     c = cluster.consumer("g-grow", **dict(FAST, metadata_max_age_ms=200))
     c.subscribe(["grow"])
-    poll_until([c], lambda: c.assignment() == {TopicPartition("grow", 0), TopicPartition("grow", 1)},
-               message="two partitions")
+    poll_consumers_until([c], lambda: c.assignment() == {TopicPartition("grow", 0), TopicPartition("grow", 1)},
+                         message="two partitions")
     cluster.create_partitions("grow", 3)
-    poll_until([c], lambda: len(c.assignment()) == 3, message="the new partition is assigned")
+    poll_consumers_until([c], lambda: len(c.assignment()) == 3, message="the new partition is assigned")
     c.close()
 
 
@@ -190,11 +192,11 @@ def test_a_commit_in_on_partitions_revoked_counts(cluster):
     first = cluster.consumer("g-revoke", **FAST)
     first.subscribe(["orders"], listener=CommitOnRevoke())
     end = end_offsets(cluster)
-    poll_until([first], lambda: first.assignment() == ALL and all(first.position(tp) == end[tp] for tp in ALL),
-               message="one owns and has read all")
+    poll_consumers_until([first], lambda: first.assignment() == ALL and
+                         all(first.position(tp) == end[tp] for tp in ALL), message="one owns and has read all")
     second = cluster.consumer("g-revoke", **FAST)
     second.subscribe(["orders"])
-    poll_until([first, second], lambda: owns_all_once([first, second]), message="two share")
+    poll_consumers_until([first, second], lambda: owns_each_once([first, second], ALL), message="two share")
     assert commits and commits[0] == {tp: OffsetAndMetadata(end[tp], "", -1) for tp in ALL}
     first.close()
     second.close()
@@ -216,8 +218,8 @@ def test_close_commits_what_was_consumed_and_leaves(cluster):
     c = cluster.consumer("g-close", **dict(FAST, enable_auto_commit=True, auto_commit_interval_ms=600000))
     c.subscribe(["orders"])
     end = end_offsets(cluster)
-    poll_until([c], lambda: c.assignment() == ALL and all(c.position(tp) == end[tp] for tp in ALL),
-               message="all read")
+    poll_consumers_until([c], lambda: c.assignment() == ALL and all(c.position(tp) == end[tp] for tp in ALL),
+                         message="all read")
     c.close()  # the interval never came: only close committed
     assert group_state(cluster, "g-close").group_state == "Empty"
     reader = cluster.consumer("g-close", **FAST)
@@ -239,11 +241,11 @@ def test_a_slow_on_partitions_revoked_keeps_the_session(cluster):
     listener = Slow()
     first = cluster.consumer("g-slow-cb", **FAST)
     first.subscribe(["orders"], listener=listener)
-    poll_until([first], lambda: first.assignment() == ALL, message="one owns all")
+    poll_consumers_until([first], lambda: first.assignment() == ALL, message="one owns all")
     second = cluster.consumer("g-slow-cb", **FAST)
     second.subscribe(["orders"])
-    poll_until([first, second], lambda: owns_all_once([first, second]) and len(listener.events) >= 3,
-               message="two share")
+    poll_consumers_until([first, second], lambda: owns_each_once([first, second], ALL) and len(listener.events) >= 3,
+                         message="two share")
     assert [k for k, _ in listener.events] == ["assigned", "revoked", "assigned"]
     # one rebalance: had the session ended, the first member would have been removed and
     # come back in a third generation

@@ -16,7 +16,7 @@ from runtime.messages.consumer import (ConsumerGroupDescribeRequest, ConsumerGro
                                        ConsumerGroupHeartbeatRequestTopicPartitions)
 from runtime.messages.group import (DescribeGroupsRequest, JoinGroupRequest, JoinGroupRequestProtocol,
                                     OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic)
-from tests.helpers import Recorder
+from tests.helpers import Recorder, owns_each_once, poll_consumers_until, produce_values
 from tests.conftest import wait_until
 
 CLUSTER_CONFIG = {"group.consumer.session.timeout.ms": 2000, "group.consumer.heartbeat.interval.ms": 150,
@@ -27,27 +27,6 @@ FAST = dict(group_protocol="consumer", fetch_max_wait_ms=200, auto_offset_reset=
 TOPIC = "flow"
 CLUSTER_TOPICS = {TOPIC: 6}
 ALL = {TopicPartition(TOPIC, p) for p in range(6)}
-
-
-def produce(cluster, values):
-    with cluster.producer(linger_ms=1) as producer:
-        for v in values:
-            producer.send(TOPIC, v.encode(), key=v.encode())
-        producer.flush()
-
-
-def poll_until(consumers, predicate, seen, timeout_s=40, message="condition"):
-    def step():
-        for c in consumers:
-            for records in c.poll(timeout_ms=30).values():
-                seen.extend(r.value.decode() for r in records)
-        return predicate()
-    wait_until(step, timeout_s=timeout_s, interval_s=0, message=message)
-
-
-def owns_all_once(consumers, partitions=ALL):
-    owned = [c.assignment() for c in consumers]
-    return all(owned) and sum(len(o) for o in owned) == len(partitions) and set().union(*owned) == partitions
 
 
 def rpc(cluster, group_id, method, *args):
@@ -68,24 +47,24 @@ def settled(cluster, group_id, consumers):
     return (group.group_state == "Stable" and len(group.members) == len(consumers)
             and all(m.assignment == m.target_assignment for m in group.members)
             and all(ray.get(c._actor.group_state.remote())["state"] == "STABLE" for c in consumers)
-            and owns_all_once(consumers))
+            and owns_each_once(consumers, ALL))
 
 
 # ---------------------------------------------------------------------- sharing a topic
 
 def test_consumers_join_share_a_topic_and_leave(cluster):
-    produce(cluster, [f"a{i}" for i in range(60)])
+    produce_values(cluster, TOPIC, [f"a{i}" for i in range(60)], keyed=True)
     listener = Recorder()
     c1 = cluster.consumer("g-share", **FAST, group_remote_assignor="range")
     c1.subscribe([TOPIC], listener=listener)
     seen = []
-    poll_until([c1], lambda: c1.assignment() == ALL and len(seen) >= 60, seen, message="c1 owns everything")
+    poll_consumers_until([c1], lambda: c1.assignment() == ALL and len(seen) >= 60, seen, message="c1 owns everything")
     assert listener.events == [("assigned", frozenset(ALL))]
     c2, c3 = cluster.consumer("g-share", **FAST), cluster.consumer("g-share", **FAST)
     c2.subscribe([TOPIC])
     c3.subscribe([TOPIC])
     group = [c1, c2, c3]
-    poll_until(group, lambda: settled(cluster, "g-share", group), seen, message="three share")
+    poll_consumers_until(group, lambda: settled(cluster, "g-share", group), seen, message="three share")
     assert [len(c.assignment()) for c in group] == [2, 2, 2]
     # c1 revoked first (its auto commit ran then): nothing was delivered twice
     assert sorted(seen) == sorted(f"a{i}" for i in range(60))
@@ -106,10 +85,10 @@ def test_consumers_join_share_a_topic_and_leave(cluster):
 
     c3.close()  # leaves with epoch -1: gone at once, not after its session timeout
     assert len(describe(cluster, "g-share").members) == 2
-    produce(cluster, [f"b{i}" for i in range(30)])
+    produce_values(cluster, TOPIC, [f"b{i}" for i in range(30)], keyed=True)
     group = [c1, c2]
-    poll_until(group, lambda: settled(cluster, "g-share", group) and sum(v[0] == "b" for v in seen) >= 30, seen,
-               message="two share")
+    poll_consumers_until(group, lambda: settled(cluster, "g-share", group) and sum(v[0] == "b" for v in seen) >= 30,
+                         seen, message="two share")
     assert sorted(v for v in seen if v[0] == "b") == sorted(f"b{i}" for i in range(30))
     for c in group:
         c.close()
@@ -123,12 +102,12 @@ def test_a_consumer_that_stops_polling_leaves_and_rejoins(cluster):
     slow.subscribe([TOPIC], listener=listener)
     other.subscribe([TOPIC])
     seen = []
-    poll_until([slow, other], lambda: settled(cluster, "g-poll", [slow, other]), seen, message="two share")
+    poll_consumers_until([slow, other], lambda: settled(cluster, "g-poll", [slow, other]), seen, message="two share")
     owned = slow.assignment()
     wait_until(lambda: other.poll(timeout_ms=50) is not None and other.assignment() == ALL, timeout_s=20,
                interval_s=0, message="the other takes everything")
     assert ray.get(slow._actor.group_state.remote())["state"] == "STALE"
-    poll_until([slow, other], lambda: settled(cluster, "g-poll", [slow, other]), seen, message="rejoined")
+    poll_consumers_until([slow, other], lambda: settled(cluster, "g-poll", [slow, other]), seen, message="rejoined")
     assert ("lost", frozenset(owned)) in listener.events
     slow.close()
     other.close()
@@ -139,7 +118,7 @@ def test_a_member_that_does_not_revoke_in_time_is_fenced_loses_its_partitions_an
     stuck = cluster.consumer("g-fence", **dict(FAST, rebalance_timeout_ms=2000))
     stuck.subscribe([TOPIC], listener=listener)
     seen = []
-    poll_until([stuck], lambda: stuck.assignment() == ALL, seen, message="it owns everything")
+    poll_consumers_until([stuck], lambda: stuck.assignment() == ALL, seen, message="it owns everything")
     other = cluster.consumer("g-fence", **FAST)
     other.subscribe([TOPIC])
     # its application does not poll, so on_partitions_revoked cannot run and it cannot
@@ -147,7 +126,7 @@ def test_a_member_that_does_not_revoke_in_time_is_fenced_loses_its_partitions_an
     wait_until(lambda: other.poll(timeout_ms=50) is not None and any(
         kind == "lost" for _, kind, _ in ray.get(stuck._actor.ownership_history.remote())),
         timeout_s=30, interval_s=0, message="fenced")
-    poll_until([stuck, other], lambda: settled(cluster, "g-fence", [stuck, other]), seen, message="rejoined")
+    poll_consumers_until([stuck, other], lambda: settled(cluster, "g-fence", [stuck, other]), seen, message="rejoined")
     stuck.poll(timeout_ms=100)  # the callbacks of what it took since its last poll run here
     kinds = [kind for kind, _ in listener.events]
     assert kinds[:3] == ["assigned", "revoked", "lost"]
@@ -294,11 +273,11 @@ def test_consumers_and_the_coordinator_killed_while_records_flow(cluster):
 
     def flow(n=12):
         values = [f"f{next(batch)}" for _ in range(n)]
-        produce(cluster, values)
+        produce_values(cluster, TOPIC, values, keyed=True)
         produced.extend(values)
 
     def settle(message):
-        poll_until(consumers, lambda: settled(cluster, g, consumers), seen, message=message)
+        poll_consumers_until(consumers, lambda: settled(cluster, g, consumers), seen, message=message)
 
     def kill_consumer(victim):
         # Nothing may move between reading its log and the kill: what the victim gave up
@@ -327,13 +306,13 @@ def test_consumers_and_the_coordinator_killed_while_records_flow(cluster):
     newcomer = cluster.consumer(g, **FAST)
     newcomer.subscribe([TOPIC])
     consumers.append(newcomer)
-    poll_until(consumers, lambda: bool(newcomer.assignment()), seen, message="the newcomer gets partitions")
+    poll_consumers_until(consumers, lambda: bool(newcomer.assignment()), seen, message="the newcomer gets partitions")
     ray.kill(coordinator, no_restart=False)  # during the rebalance
     flow()
     kill_consumer(consumers[1])
     flow()
     settle("the last two share")
-    poll_until(consumers, lambda: set(produced) <= set(seen), seen, message="every record delivered")
+    poll_consumers_until(consumers, lambda: set(produced) <= set(seen), seen, message="every record delivered")
 
     assert_one_owner_at_a_time(consumers, logs)
     assert set().union(*(c.assignment() for c in consumers)) == ALL
@@ -362,7 +341,7 @@ def any_settled(cluster, group_id, consumers):
         states = [ray.get(c._actor.group_state.remote())["state"].lower() for c in consumers]
     except ray.exceptions.RayError:
         return False
-    return all(s == "stable" for s in states) and owns_all_once(consumers)
+    return all(s == "stable" for s in states) and owns_each_once(consumers, ALL)
 
 
 @pytest.mark.parametrize("strategies", [("range", "cooperative-sticky"), ("cooperative-sticky",)],
@@ -385,11 +364,11 @@ def test_a_rolling_upgrade_to_the_consumer_protocol_and_back_while_records_flow(
 
     def flow(n=12):
         values = [f"r{next(batch)}" for _ in range(n)]
-        produce(cluster, values)
+        produce_values(cluster, TOPIC, values, keyed=True)
         produced.extend(values)
 
     def settle(message):
-        poll_until(consumers, lambda: any_settled(cluster, g, consumers), seen, message=message)
+        poll_consumers_until(consumers, lambda: any_settled(cluster, g, consumers), seen, message=message)
         commits.append({tp: o.committed_offset for tp, o in admin.list_group_offsets(g, ALL).items()})
 
     def member_types():
@@ -427,7 +406,7 @@ def test_a_rolling_upgrade_to_the_consumer_protocol_and_back_while_records_flow(
     roll(classic_settings, "downgraded when the last consumer-protocol member left")
     (classic,) = rpc(cluster, g, "describe_groups", DescribeGroupsRequest((g,))).groups
     assert (classic.protocol_type, len(classic.members)) == ("consumer", 3)
-    poll_until(consumers, lambda: set(produced) <= set(seen), seen, message="every record delivered")
+    poll_consumers_until(consumers, lambda: set(produced) <= set(seen), seen, message="every record delivered")
 
     assert_one_owner_at_a_time(consumers, logs)
     for c in consumers:

@@ -5,11 +5,10 @@ import pytest
 import ray
 
 from actors import AcknowledgeType, Errors, KafkaError, TopicPartition
-from actors import naming
 from runtime.messages.share import (NO_ACQUISITION, AcknowledgeTopic, AcknowledgePartition, AcknowledgementBatch,
                                     ShareAcknowledgeRequest)
 from tests.conftest import wait_until
-from tests.helpers import poll_records
+from tests.helpers import poll_records, produce_values, record_states, share_partition
 
 LOCK_MS = 2000
 CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": LOCK_MS,
@@ -19,24 +18,9 @@ CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.record.loc
 FAST = dict(fetch_max_wait_ms=200)
 
 
-def produce(cluster, topic, values, partition=None):
-    with cluster.producer(linger_ms=1) as producer:
-        for v in values:
-            producer.send(topic, v.encode(), partition=partition)
-        producer.flush()
-
-
-def share_partition(cluster, group, topic, partition=0):
-    return ray.get_actor(naming.share_partition(group, topic, partition), namespace=cluster.namespace)
-
-
-def states(cluster, group, topic, partition=0):
-    return ray.get(share_partition(cluster, group, topic, partition).record_states.remote())
-
-
 def test_implicit_mode_accepts_each_poll_at_the_next(cluster):
     cluster.create_topic("s-implicit", 1)
-    produce(cluster, "s-implicit", [f"v{i}" for i in range(20)])
+    produce_values(cluster, "s-implicit", [f"v{i}" for i in range(20)])
     with cluster.share_consumer("g-implicit", **FAST) as c:
         c.subscribe(["s-implicit"])
         records = poll_records(c, 20)
@@ -44,7 +28,7 @@ def test_implicit_mode_accepts_each_poll_at_the_next(cluster):
         assert {r.delivery_count for r in records} == {1}
         assert c.acquisition_lock_timeout_ms() == LOCK_MS
         assert c.commit_sync() == {TopicPartition("s-implicit", 0): None}
-        assert states(cluster, "g-implicit", "s-implicit")["start_offset"] == 20
+        assert record_states(cluster, "g-implicit", "s-implicit")["start_offset"] == 20
         assert c.poll(0.3) == []
 
 
@@ -63,12 +47,12 @@ def test_deserializers_shape_what_poll_returns_and_those_records_are_acknowledge
         for r in records:
             c.acknowledge(r)
         assert c.commit_sync() == {TopicPartition("s-deserialized", 0): None}
-    assert states(cluster, "g-deserialized", "s-deserialized")["start_offset"] == 5
+    assert record_states(cluster, "g-deserialized", "s-deserialized")["start_offset"] == 5
 
 
 def test_explicit_mode_release_reject_renew(cluster):
     cluster.create_topic("s-explicit", 1)
-    produce(cluster, "s-explicit", [f"v{i}" for i in range(6)])
+    produce_values(cluster, "s-explicit", [f"v{i}" for i in range(6)])
     results = []
     with cluster.share_consumer("g-explicit", share_acknowledgement_mode="explicit", **FAST) as c:
         c.set_acknowledgement_commit_callback(lambda offsets, error: results.append((offsets, error)))
@@ -96,13 +80,13 @@ def test_explicit_mode_release_reject_renew(cluster):
                 c.acknowledge(r)
         assert sorted(redelivered)[:2] in ([(1, 2), (5, 2)], [(1, 3), (5, 3)], [(1, 2), (5, 3)], [(1, 3), (5, 2)])
         assert c.commit_sync() in ({TopicPartition("s-explicit", 0): None}, {})
-    assert states(cluster, "g-explicit", "s-explicit")["start_offset"] == 6
+    assert record_states(cluster, "g-explicit", "s-explicit")["start_offset"] == 6
     assert all(error is None for _, error in results)
 
 
 def test_bad_acknowledgements_are_refused_and_change_nothing(cluster):
     cluster.create_topic("s-bad", 1)
-    produce(cluster, "s-bad", ["a", "b", "c"])
+    produce_values(cluster, "s-bad", ["a", "b", "c"])
     with cluster.share_consumer("g-bad", share_acknowledgement_mode="explicit", **FAST) as c:
         c.subscribe("s-bad")
         records = poll_records(c, 3)
@@ -115,7 +99,7 @@ def test_bad_acknowledgements_are_refused_and_change_nothing(cluster):
         with pytest.raises(KafkaError) as e:  # RENEW after ACCEPT
             c.acknowledge(records[0], AcknowledgeType.RENEW)
         assert e.value.error is Errors.INVALID_RECORD_STATE and "already acknowledged" in e.value.message
-        before = states(cluster, "g-bad", "s-bad")
+        before = record_states(cluster, "g-bad", "s-bad")
         # The broker's own checks: an offset never delivered, and records another member holds.
         c.acknowledge_offset("s-bad", 0, 50)
         assert c.commit_sync()[TopicPartition("s-bad", 0)].error is Errors.INVALID_REQUEST
@@ -143,17 +127,17 @@ def test_bad_acknowledgements_are_refused_and_change_nothing(cluster):
         assert acknowledge(c.member_id, 0, 0, AcknowledgeType.ACCEPT) is Errors.NONE
         assert acknowledge(c.member_id, 0, 0, AcknowledgeType.RENEW) is Errors.INVALID_RECORD_STATE
         assert acknowledge(c.member_id, 1, 2, 9) is Errors.INVALID_REQUEST
-        after = states(cluster, "g-bad", "s-bad")
+        after = record_states(cluster, "g-bad", "s-bad")
         assert (after[1], after[2]) == (before[1], before[2]) == (("ACQUIRED", 1, c.member_id),) * 2
         c.acknowledge(records[1])
         c.acknowledge(records[2])
         c.commit_sync()
-    assert states(cluster, "g-bad", "s-bad")["start_offset"] == 3
+    assert record_states(cluster, "g-bad", "s-bad")["start_offset"] == 3
 
 
 def test_close_leaves_and_releases_what_the_member_holds(cluster):
     cluster.create_topic("s-close", 1)
-    produce(cluster, "s-close", [f"v{i}" for i in range(4)])
+    produce_values(cluster, "s-close", [f"v{i}" for i in range(4)])
     first = cluster.share_consumer("g-close", share_acknowledgement_mode="explicit", **FAST)
     first.subscribe("s-close")
     second = cluster.share_consumer("g-close", share_acknowledgement_mode="explicit", **FAST)
@@ -172,12 +156,12 @@ def test_close_leaves_and_releases_what_the_member_holds(cluster):
         second.acknowledge(r)
     assert second.commit_sync() == {TopicPartition("s-close", 0): None}
     second.close()
-    assert states(cluster, "g-close", "s-close")["start_offset"] == 4
+    assert record_states(cluster, "g-close", "s-close")["start_offset"] == 4
 
 
 def test_commit_async_reports_through_the_callback(cluster):
     cluster.create_topic("s-async", 1)
-    produce(cluster, "s-async", ["a", "b"])
+    produce_values(cluster, "s-async", ["a", "b"])
     outcomes = []
     with cluster.share_consumer("g-async", share_acknowledgement_mode="explicit", **FAST) as c:
         c.set_acknowledgement_commit_callback(lambda offsets, error: outcomes.append((offsets, error)))
@@ -213,7 +197,7 @@ def test_read_committed_share_group_skips_aborted_records(cluster):
         c.commit_sync()
         # Aborted records, markers and gaps all end settled: the start offset is at the end.
         assert c.poll(0.2) == []
-        assert states(cluster, "g-txn", "s-txn")["start_offset"] == 7
+        assert record_states(cluster, "g-txn", "s-txn")["start_offset"] == 7
 
 
 def test_a_waiting_read_committed_fetch_gets_a_transaction_once_it_commits(cluster):

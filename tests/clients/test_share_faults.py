@@ -9,7 +9,7 @@ import ray
 from actors import AcknowledgeType, TopicPartition, naming
 from runtime.errors import Errors, KafkaError
 from tests.conftest import wait_until
-from tests.helpers import ShareConsumerProcess
+from tests.helpers import ShareConsumerProcess, poll_records, produce, share_start_offset
 from tests.share_history import ShareHistory
 
 LOCK_MS = 1500
@@ -19,37 +19,6 @@ CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.record.loc
                   "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100,
                   "group.share.session.timeout.ms": 3000, "group.share.min.session.timeout.ms": 1000}
 FAST = dict(fetch_max_wait_ms=100)
-
-
-def produce(cluster, topic, count, partitions=1):
-    with cluster.producer(linger_ms=1) as producer:
-        for i in range(count):
-            producer.send(topic, f"v{i}".encode(), partition=i % partitions)
-        producer.flush()
-
-
-def poll_records(consumer, count, timeout_s=60, acknowledge=False):
-    got = []
-
-    def step():
-        records = consumer.poll(0.1)
-        if acknowledge:
-            for r in records:
-                consumer.acknowledge(r)
-        got.extend(records)
-        return len(got) >= count
-    wait_until(step, timeout_s=timeout_s, interval_s=0, message=f"{count} records")
-    return got
-
-
-def start_offset(cluster, group, topic, partition=0):
-    """The SharePartition's start offset; -1 before any fetch there made the actor, or while
-    one killed is not back yet (the next fetch makes it again)."""
-    try:
-        sp = ray.get_actor(naming.share_partition(group, topic, partition), namespace=cluster.namespace)
-        return ray.get(sp.record_states.remote(), timeout=60)["start_offset"]
-    except (ValueError, ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
-        return -1
 
 
 def test_records_of_a_killed_consumer_come_back_after_the_lock(cluster):
@@ -65,7 +34,7 @@ def test_records_of_a_killed_consumer_come_back_after_the_lock(cluster):
         back = poll_records(other, 5, acknowledge=True)
         assert sorted((r.offset, r.delivery_count) for r in back) == [(i, 2) for i in range(5)]
         other.commit_sync()
-    assert start_offset(cluster, "g-kill", "f-kill") == 5
+    assert share_start_offset(cluster, "g-kill", "f-kill") == 5
 
 
 def test_an_acknowledgement_after_the_lock_ran_out_is_refused_and_the_next_delivery_holds(cluster):
@@ -99,7 +68,7 @@ def test_an_acknowledgement_after_the_lock_ran_out_is_refused_and_the_next_deliv
     assert sorted((r.partition, r.offset, r.delivery_count) for r in again) == [(waiting, o, 2) for o in range(5)]
     assert c.commit_sync() == {tp: None}
     c.close()
-    assert start_offset(cluster, "g-late", "f-late", waiting) == 5
+    assert share_start_offset(cluster, "g-late", "f-late", waiting) == 5
 
 
 def test_share_partition_and_coordinator_killed_with_records_in_flight(cluster):
@@ -124,7 +93,7 @@ def test_share_partition_and_coordinator_killed_with_records_in_flight(cluster):
         assert sorted(r.offset for r in again) == list(range(5, 15))
         assert set(other.commit_sync().values()) == {None}
         assert other.poll(0.3) == []
-    assert start_offset(cluster, "g-crash", "f-crash") == 15
+    assert share_start_offset(cluster, "g-crash", "f-crash") == 15
     c.close()
 
 
@@ -150,7 +119,7 @@ def test_at_least_once_ledger_with_random_acknowledgements_and_crashes(cluster):
     consumers = [new_consumer() for _ in range(3)]
 
     def observe_start_offsets():
-        offsets = [start_offset(cluster, "g-ledger", "f-ledger", p) for p in range(partitions)]
+        offsets = [share_start_offset(cluster, "g-ledger", "f-ledger", p) for p in range(partitions)]
         for p, offset in enumerate(offsets):
             if offset >= 0:
                 history.start_offset(("f-ledger", p), offset)

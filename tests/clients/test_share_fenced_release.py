@@ -5,15 +5,15 @@ import time
 
 import ray
 
-from tests.clients.test_share_faults import FAST, poll_records, produce
 from tests.conftest import wait_until
-from tests.helpers import ShareConsumerProcess
+from tests.helpers import ShareConsumerProcess, poll_records, produce
 
 LOCK_MS = 60000
 CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": LOCK_MS,
                   "group.share.max.record.lock.duration.ms": LOCK_MS,
                   "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100,
                   "group.share.session.timeout.ms": 2000, "group.share.min.session.timeout.ms": 1000}
+FAST = dict(fetch_max_wait_ms=100)
 
 
 def test_records_of_a_fenced_member_come_back_before_their_lock_expires(cluster):

@@ -6,12 +6,13 @@ import ray
 
 from runtime.errors import Errors
 from runtime.messages.share_group import AlterGroupConfigRequest, DescribeGroupConfigRequest
-from tests.clients.test_share_faults import FAST, poll_records, produce
+from tests.helpers import poll_records, produce
 
 CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": 60000,
                   "group.share.min.record.lock.duration.ms": 1000, "group.share.max.record.lock.duration.ms": 60000,
                   "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100,
                   "group.share.session.timeout.ms": 30000, "group.share.min.session.timeout.ms": 1000}
+FAST = dict(fetch_max_wait_ms=100)
 
 
 def alter(cluster, group, configs):

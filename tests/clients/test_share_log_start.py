@@ -6,12 +6,13 @@ import ray
 
 from runtime.messages.topics import ListOffsetsRequest
 from runtime.share.partition import EARLIEST_TIMESTAMP
-from tests.clients.test_share_faults import FAST, poll_records, start_offset
+from tests.helpers import poll_records, share_start_offset
 from tests.conftest import wait_until
 
 LOCK_MS = 12000  # outlasts the steps before the locks must expire, with room for a loaded machine
 CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": LOCK_MS,
                   "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100}
+FAST = dict(fetch_max_wait_ms=100)
 
 
 def test_the_start_offset_takes_the_log_start_offset_up_when_kafkas_does(cluster):
@@ -44,11 +45,11 @@ def test_the_start_offset_takes_the_log_start_offset_up_when_kafkas_does(cluster
         assert set(other.commit_sync().values()) == {None}
         # The reads from 30 on were not refused: the start offset stays, held back by 0-9
         # (shoal used to take the log start offset from any read, and skip on to 31).
-        assert start_offset(cluster, "g-short", "short") == 0
+        assert share_start_offset(cluster, "g-short", "short") == 0
 
         # Once their locks expire, the read from 0 is refused: 0-9 are archived, not
         # delivered again, and the start offset moves past the log start offset.
         def step():
             assert other.poll(0.2) == []
-            return start_offset(cluster, "g-short", "short") >= log_start
+            return share_start_offset(cluster, "g-short", "short") >= log_start
         wait_until(step, timeout_s=LOCK_MS / 1000 + 30, interval_s=0, message="the start offset past the log start")

@@ -7,12 +7,12 @@ sessions yet, asks the group coordinator (README, design notes). Members in the 
 served as before, and a member the group fenced while it was alive joins again and goes on."""
 import ray
 
-from actors import AcknowledgeType, Errors, TopicPartition, naming
+from actors import AcknowledgeType, Errors, TopicPartition
 from runtime.messages.share import (AcknowledgementBatch, AcknowledgePartition, AcknowledgeTopic,
                                     ShareAcknowledgeRequest, ShareFetchRequest, ShareFetchRequestPartition,
                                     ShareFetchRequestTopic)
 from runtime.messages.share_group import ShareGroupHeartbeatRequest
-from tests.clients.test_share_faults import poll_records, produce
+from tests.helpers import poll_records, produce, record_states, share_partition
 from tests.conftest import wait_until
 
 LOCK_MS = 60000  # longer than any test: only a release gives records back
@@ -21,10 +21,6 @@ CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.record.loc
                   "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100,
                   "group.share.session.timeout.ms": 2000, "group.share.min.session.timeout.ms": 1000}
 FAST = dict(fetch_max_wait_ms=100)
-
-
-def share_partition(cluster, group, topic):
-    return ray.get_actor(naming.share_partition(group, topic, 0), namespace=cluster.namespace)
 
 
 def fetch(cluster, group, topic, member_id, acks=()):
@@ -40,10 +36,6 @@ def acknowledge(cluster, group, topic, member_id, first, last):
     request = ShareAcknowledgeRequest(group, member_id, topics=(AcknowledgeTopic(topic_id, (AcknowledgePartition(
         0, (AcknowledgementBatch(first, last, (int(AcknowledgeType.ACCEPT),)),)),)),))
     return ray.get(share_partition(cluster, group, topic).share_acknowledge.remote(request))
-
-
-def states(cluster, group, topic):
-    return ray.get(share_partition(cluster, group, topic).record_states.remote())
 
 
 def members(cluster, group):
@@ -65,7 +57,7 @@ def test_a_member_id_the_group_never_had_acquires_nothing(cluster):
         refused = acknowledge(cluster, "g-stranger", "r-stranger", "stranger", 0, 2)
         assert Errors.for_code(refused.error_code) is Errors.UNKNOWN_MEMBER_ID
         # the stranger's acknowledgements changed nothing: the member still holds its records
-        assert [states(cluster, "g-stranger", "r-stranger")[o] for o in range(3)] == [
+        assert [record_states(cluster, "g-stranger", "r-stranger")[o] for o in range(3)] == [
             ("ACQUIRED", 1, c.member_id)] * 3
         for r in held:
             c.acknowledge(r)
@@ -86,12 +78,12 @@ def test_a_member_that_left_or_was_fenced_cannot_acquire(cluster):
     killed_id = killed.member_id
     killed._abandon()  # as if its process died, no leave: the session timeout fences it, and its records go back
     wait_until(lambda: killed_id not in members(cluster, "g-gone"), timeout_s=20, message="the fence")
-    wait_until(lambda: all(states(cluster, "g-gone", "r-gone")[o][0] == "AVAILABLE" for o in range(4)),
+    wait_until(lambda: all(record_states(cluster, "g-gone", "r-gone")[o][0] == "AVAILABLE" for o in range(4)),
                message="the fenced member's records released")
     for gone in (left_id, killed_id):
         response = fetch(cluster, "g-gone", "r-gone", gone)
         assert Errors.for_code(response.error_code) is Errors.UNKNOWN_MEMBER_ID
-        assert [states(cluster, "g-gone", "r-gone")[o][0] for o in range(4)] == ["AVAILABLE"] * 4
+        assert [record_states(cluster, "g-gone", "r-gone")[o][0] for o in range(4)] == ["AVAILABLE"] * 4
     with cluster.share_consumer("g-gone", share_acknowledgement_mode="explicit", **FAST) as other:
         other.subscribe("r-gone")
         back = poll_records(other, 4, acknowledge=True)
@@ -111,8 +103,8 @@ def test_a_live_member_the_group_fenced_joins_again_and_is_told_of_its_lost_ackn
         coordinator = cluster.group_coordinator("g-fenced-live")
         ray.get(coordinator.share_group_heartbeat.remote(
             ShareGroupHeartbeatRequest("g-fenced-live", c.member_id, -1)))
-        wait_until(lambda: all(states(cluster, "g-fenced-live", "r-fenced")[o][0] == "AVAILABLE" for o in range(3)),
-                   message="the removed member's records released")
+        wait_until(lambda: all(record_states(cluster, "g-fenced-live", "r-fenced")[o][0] == "AVAILABLE"
+                               for o in range(3)), message="the removed member's records released")
         for r in held:
             c.acknowledge(r)
         result = c.commit_sync()[TopicPartition("r-fenced", 0)]

@@ -9,7 +9,7 @@ import ray
 
 from actors import Errors, naming
 from runtime.messages.share_group import ShareGroupHeartbeatRequest
-from tests.clients.test_share_faults import poll_records, produce
+from tests.helpers import poll_records, produce
 from tests.conftest import wait_until
 
 LOCK_MS = 60000

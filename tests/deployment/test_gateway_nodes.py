@@ -7,7 +7,6 @@ the coordinator actor's node; an unmodified kafka-python producer and consumer g
 through them. This module runs its own Ray cluster, as test_multinode does."""
 
 import pytest
-import ray
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 

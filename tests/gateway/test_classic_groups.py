@@ -10,10 +10,11 @@ import sys
 
 import pytest
 from confluent_kafka.admin import AdminClient
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient
 
 from tests.conftest import ROOT, wait_until
 from tests.gateway.classic_clients import HEARTBEAT_INTERVAL_MS, SESSION_TIMEOUT_MS, polled
+from tests.helpers import produce_through_gateway
 
 pytestmark = pytest.mark.ray
 
@@ -21,17 +22,6 @@ pytestmark = pytest.mark.ray
 # group's first generation does not wait 3 s.
 CLUSTER_CONFIG = {"group.min.session.timeout.ms": 1000, "group.initial.rebalance.delay.ms": 200}
 PARTITIONS = 6
-
-
-def produce(bootstrap: str, topic: str, count: int) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
-    try:
-        sent = [producer.send(topic, value=b"%d" % i, partition=i % PARTITIONS) for i in range(count)]
-        producer.flush(30)
-        for f in sent:
-            f.get(0)
-    finally:
-        producer.close()
 
 
 def settle(members, sizes, others=frozenset(), timeout_s: float = 60, message: str = "the group settled"):
@@ -124,7 +114,7 @@ def test_a_group_mixing_shoal_kafka_python_and_librdkafka(cluster, bootstrap):
                polled("confluent", bootstrap, group, topic, "range")]
     try:
         assignments, _ = settle(members, [2, 2, 2], timeout_s=90, message="three clients share the topic")
-        produce(bootstrap, topic, 60)
+        produce_through_gateway(bootstrap, topic, 60, partitions=PARTITIONS)
         reads = [[] for _ in members]
 
         def read_all():
@@ -193,11 +183,12 @@ def test_clients_rediscover_a_killed_group_coordinator_and_no_commit_is_lost(clu
 
     try:
         settle(members, [3, 3], timeout_s=90, message="two clients share the topic")
-        produce(bootstrap, topic, 60)  # now, so that every record is counted where it is read
+        # produced now, so that every record is counted where it is read
+        produce_through_gateway(bootstrap, topic, 60, partitions=PARTITIONS)
         consume_and_commit({p: 10 for p in range(PARTITIONS)})
         assert committed(bootstrap, group) == {p: 10 for p in range(PARTITIONS)}
         ray.kill(cluster.group_coordinator(group), no_restart=False)
-        produce(bootstrap, topic, 60)
+        produce_through_gateway(bootstrap, topic, 60, partitions=PARTITIONS)
         # the clients find the restarted coordinator (FindCoordinator) and commit to it
         consume_and_commit({p: 20 for p in range(PARTITIONS)})
         assert committed(bootstrap, group) == {p: 20 for p in range(PARTITIONS)}

@@ -6,9 +6,10 @@ import threading
 import time
 
 import pytest
-from kafka import KafkaProducer
 from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.parser import KafkaProtocol
+
+from tests.helpers import produce_record_through_gateway
 
 pytestmark = pytest.mark.ray
 
@@ -35,14 +36,6 @@ def fetch(bootstrap, topic, partitions, max_wait_ms, min_bytes=1, max_bytes=50 *
     return {p.partition_index: p for p in topic_response.partitions}
 
 
-def produce(bootstrap, topic, partition, value):
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
-    try:
-        producer.send(topic, value, partition=partition).get(30)
-    finally:
-        producer.close()
-
-
 def test_an_empty_fetch_waits_max_wait(cluster, bootstrap):
     cluster.create_topic("quiet", 1)
     start = time.monotonic()
@@ -57,7 +50,7 @@ def test_the_long_poll_answers_when_a_record_lands(cluster, bootstrap):
     waiter = threading.Thread(target=lambda: out.update(fetch(bootstrap, "poll", [0], max_wait_ms=60000)))
     start = time.monotonic()
     waiter.start()
-    produce(bootstrap, "poll", 0, b"wake up")
+    produce_record_through_gateway(bootstrap, "poll", 0, b"wake up")
     waiter.join(60)
     assert not waiter.is_alive() and time.monotonic() - start < 45
     assert out[0].high_watermark == 1 and out[0].records
@@ -65,8 +58,8 @@ def test_the_long_poll_answers_when_a_record_lands(cluster, bootstrap):
 
 def test_max_bytes_serves_the_first_partition_with_records_only(cluster, bootstrap):
     cluster.create_topic("wide", 2)
-    produce(bootstrap, "wide", 0, b"a" * 2000)
-    produce(bootstrap, "wide", 1, b"b" * 2000)
+    produce_record_through_gateway(bootstrap, "wide", 0, b"a" * 2000)
+    produce_record_through_gateway(bootstrap, "wide", 1, b"b" * 2000)
     parts = fetch(bootstrap, "wide", [0, 1], max_wait_ms=0, max_bytes=100)
     assert parts[0].records and not parts[1].records
     parts = fetch(bootstrap, "wide", [0, 1], max_wait_ms=0)

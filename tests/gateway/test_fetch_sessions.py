@@ -12,6 +12,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from actors import naming
 from runtime.errors import Errors
 from runtime.wire.records import decode_batches, encode_batch
+from tests.helpers import produce_record_through_gateway
 
 from .raw import RawClient
 
@@ -53,14 +54,6 @@ def answered(response):
             for t in response["responses"] for p in t["partitions"]}
 
 
-def produce(bootstrap, topic, partition, value=b"x"):
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
-    try:
-        producer.send(topic, value, partition=partition).get(30)
-    finally:
-        producer.close()
-
-
 def topic_id(conn, topic):
     (t,) = conn.request(3, 12, {"topics": [{"name": topic, "topic_id": "00000000-0000-0000-0000-000000000000"}], "allow_auto_topic_creation": False,
                                 "include_topic_authorized_operations": False})["topics"]
@@ -73,7 +66,7 @@ def gateway_status(cluster):
 
 def test_an_incremental_fetch_answers_only_partitions_that_changed(cluster, bootstrap, conn):
     cluster.create_topic("inc", 3)
-    produce(bootstrap, "inc", 0)
+    produce_record_through_gateway(bootstrap, "inc", 0)
     full = fetch(conn, "inc", [0, 1, 2], epoch=0)
     assert full["error_code"] == 0 and full["session_id"] > 0
     assert answered(full) == {0: 1, 1: 0, 2: 0}
@@ -81,7 +74,7 @@ def test_an_incremental_fetch_answers_only_partitions_that_changed(cluster, boot
     # The client moves partition 0 past its record; nothing else changed.
     quiet = fetch(conn, "inc", [0], sid, 1, offsets={0: 1})
     assert quiet["error_code"] == 0 and quiet["session_id"] == sid and answered(quiet) == {}
-    produce(bootstrap, "inc", 2)
+    produce_record_through_gateway(bootstrap, "inc", 2)
     assert answered(fetch(conn, "inc", [], sid, 2)) == {2: 1}
 
 
@@ -97,8 +90,8 @@ def test_forgotten_partitions_are_no_longer_read(cluster, bootstrap, conn):
     cluster.create_topic("forget", 2)
     sid = fetch(conn, "forget", [0, 1], epoch=0)["session_id"]
     assert fetch(conn, "forget", [], sid, 1, forgotten=[0])["error_code"] == 0
-    produce(bootstrap, "forget", 0)
-    produce(bootstrap, "forget", 1)
+    produce_record_through_gateway(bootstrap, "forget", 0)
+    produce_record_through_gateway(bootstrap, "forget", 1)
     assert answered(fetch(conn, "forget", [], sid, 2)) == {1: 1}
 
 
@@ -117,7 +110,7 @@ def test_session_errors_answer_nothing_and_change_nothing(cluster, bootstrap, co
     sid = fetch(conn, "errs", [0, 1], epoch=0)["session_id"]
     wrong = fetch(conn, "errs", [], sid, 5, forgotten=[0, 1])
     assert wrong["error_code"] == Errors.INVALID_FETCH_SESSION_EPOCH.code and wrong["responses"] == []
-    produce(bootstrap, "errs", 0)
+    produce_record_through_gateway(bootstrap, "errs", 0)
     # Epoch 1 still works, and forgot nothing.
     assert answered(fetch(conn, "errs", [], sid, 1)) == {0: 1}
 
@@ -184,7 +177,7 @@ def test_kafka_python_reads_everything_through_a_session(cluster, bootstrap):
 def test_every_served_fetch_version_reads_without_a_session(cluster, bootstrap, conn, version):
     topic = f"versions-{version}"
     cluster.create_topic(topic, 1)
-    produce(bootstrap, topic, 0, b"v")
+    produce_record_through_gateway(bootstrap, topic, 0, b"v")
     key = topic_id(conn, topic) if version >= 13 else topic
     response = fetch(conn, key, [0], version=version)
     assert response.get("session_id", 0) == 0 and answered(response) == {0: 1}

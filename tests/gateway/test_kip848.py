@@ -17,6 +17,7 @@ from actors import naming
 from runtime.wire.entities import ZERO_UUID
 from tests.conftest import wait_until
 from tests.gateway.raw import AsyncRawClient, RawClient
+from tests.helpers import produce_through_gateway
 
 pytestmark = pytest.mark.ray
 
@@ -32,13 +33,6 @@ def consumer(bootstrap, group, assignor, **extra):
     return ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
                         "group.remote.assignor": assignor, "auto.offset.reset": "earliest",
                         "enable.auto.commit": False, **extra})
-
-
-def produce(bootstrap, topic, count):
-    producer = ck.Producer({"bootstrap.servers": bootstrap})
-    for i in range(count):
-        producer.produce(topic, b"v%d" % i, partition=i % PARTITIONS)
-    assert producer.flush(30) == 0
 
 
 def partitions_of(c) -> set[int]:
@@ -73,7 +67,7 @@ def assignor(request):
 def test_two_consumers_split_a_topic_and_commit(cluster, bootstrap, assignor):
     topic, group = f"split-{assignor}", f"split-{assignor}"
     cluster.create_topic(topic, PARTITIONS)
-    produce(bootstrap, topic, 40)
+    produce_through_gateway(bootstrap, topic, 40, partitions=PARTITIONS)
     a, b = consumer(bootstrap, group, assignor), consumer(bootstrap, group, assignor)
     try:
         a.subscribe([topic])

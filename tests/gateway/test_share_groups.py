@@ -1,21 +1,13 @@
 """confluent-kafka 2.16's ShareConsumer (librdkafka's KIP-932 client), unmodified, against the
 gateway: share sessions, explicit and implicit acknowledgement, RELEASE and REJECT, a closed
 consumer's records back for the others, and a Kafka and a shoal share consumer in one group."""
-import ray
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, ShareConsumer
 
-from actors import naming
 from tests.conftest import wait_until
+from tests.helpers import produce_through_gateway, record_states
 
 CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.heartbeat.interval.ms": 500,
                   "group.share.min.heartbeat.interval.ms": 100}
-
-
-def produce(bootstrap, topic, count, partitions=1):
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
-    for i in range(count):
-        p.produce(topic, value=f"v{i}".encode(), key=f"k{i}".encode(), partition=i % partitions)
-    assert p.flush(30) == 0
 
 
 def share_consumer(bootstrap, group, mode="explicit"):
@@ -37,14 +29,9 @@ def poll_until(consumer, count, acknowledge=None, timeout_s=60):
     return got
 
 
-def states(cluster, group, topic, partition=0):
-    sp = ray.get_actor(naming.share_partition(group, topic, partition), namespace=cluster.namespace)
-    return ray.get(sp.record_states.remote())
-
-
 def test_explicit_acknowledgement_accepts_every_record(cluster, bootstrap):
     cluster.create_topic("sq1", 1)
-    produce(bootstrap, "sq1", 10)
+    produce_through_gateway(bootstrap, "sq1", 10)
     c = share_consumer(bootstrap, "sg1")
     try:
         c.subscribe(["sq1"])
@@ -55,12 +42,12 @@ def test_explicit_acknowledgement_accepts_every_record(cluster, bootstrap):
         assert outcome and all(v is None for v in outcome.values())
     finally:
         c.close()
-    assert states(cluster, "sg1", "sq1")["start_offset"] == 10  # all acknowledged: the start moved past them
+    assert record_states(cluster, "sg1", "sq1")["start_offset"] == 10  # all acknowledged: the start moved past them
 
 
 def test_release_redelivers_and_reject_never_again(cluster, bootstrap):
     cluster.create_topic("sq2", 1)
-    produce(bootstrap, "sq2", 2)
+    produce_through_gateway(bootstrap, "sq2", 2)
     c = share_consumer(bootstrap, "sg2")
     try:
         c.subscribe(["sq2"])
@@ -72,7 +59,7 @@ def test_release_redelivers_and_reject_never_again(cluster, bootstrap):
         (again,) = poll_until(c, 1, AcknowledgeType.ACCEPT)
         assert again.offset() == 0 and again.value() == b"v0"
         assert all(v is None for v in c.commit_sync(30).values())
-        s = states(cluster, "sg2", "sq2")
+        s = record_states(cluster, "sg2", "sq2")
         assert s["start_offset"] == 2  # 0 accepted on its second delivery, 1 archived
     finally:
         c.close()
@@ -80,12 +67,12 @@ def test_release_redelivers_and_reject_never_again(cluster, bootstrap):
 
 def test_implicit_mode_accepts_on_the_next_poll(cluster, bootstrap):
     cluster.create_topic("sq3", 1)
-    produce(bootstrap, "sq3", 5)
+    produce_through_gateway(bootstrap, "sq3", 5)
     c = share_consumer(bootstrap, "sg3", mode="implicit")
     try:
         c.subscribe(["sq3"])
         poll_until(c, 5)
-        wait_until(lambda: not c.poll(0.2) and states(cluster, "sg3", "sq3")["start_offset"] == 5,
+        wait_until(lambda: not c.poll(0.2) and record_states(cluster, "sg3", "sq3")["start_offset"] == 5,
                    timeout_s=30, interval_s=0, message="the records accepted")
     finally:
         c.close()
@@ -93,7 +80,7 @@ def test_implicit_mode_accepts_on_the_next_poll(cluster, bootstrap):
 
 def test_a_closed_consumers_records_go_to_another(cluster, bootstrap):
     cluster.create_topic("sq4", 1)
-    produce(bootstrap, "sq4", 4)
+    produce_through_gateway(bootstrap, "sq4", 4)
     first = share_consumer(bootstrap, "sg4")
     first.subscribe(["sq4"])
     held = poll_until(first, 4)
@@ -113,7 +100,7 @@ def test_a_closed_consumers_records_go_to_another(cluster, bootstrap):
 
 def test_a_kafka_and_a_shoal_share_consumer_split_a_queue(cluster, bootstrap):
     cluster.create_topic("sq5", 2)
-    produce(bootstrap, "sq5", 40, partitions=2)
+    produce_through_gateway(bootstrap, "sq5", 40, partitions=2)
     kafka = share_consumer(bootstrap, "sg5")
     shoal = cluster.share_consumer("sg5", share_acknowledgement_mode="explicit", fetch_max_wait_ms=100)
     seen = []
@@ -147,7 +134,7 @@ def test_share_session_errors_on_the_wire_change_nothing(cluster, bootstrap):
     client = RawClient(bootstrap)
     SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
     cluster.create_topic("sq6", 1)
-    produce(bootstrap, "sq6", 1)
+    produce_through_gateway(bootstrap, "sq6", 1)
     fetch = dict(group_id="sg6", member_id="m-raw", max_wait=0, min_bytes=1, max_bytes=1 << 20, max_records=10,
                  batch_size=10, topics=[], forgotten_topics_data=[])
     # No session for an incremental fetch or acknowledgement; a ShareAcknowledge cannot open one.
@@ -187,17 +174,17 @@ def test_a_killed_consumers_records_come_back_when_its_connection_goes(cluster, 
     import subprocess
     import sys
     cluster.create_topic("sq7", 1)
-    produce(bootstrap, "sq7", 3)
+    produce_through_gateway(bootstrap, "sq7", 3)
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, bootstrap, "sg7", "sq7", "3"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().split() == ["HELD", "3"]
-        assert {s[0] for o, s in states(cluster, "sg7", "sq7").items() if o != "start_offset"} == {"ACQUIRED"}
+        assert {s[0] for o, s in record_states(cluster, "sg7", "sq7").items() if o != "start_offset"} == {"ACQUIRED"}
     finally:
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
     # Its locks last 30 s; its connection's end releases them at once.
-    wait_until(lambda: {s[0] for o, s in states(cluster, "sg7", "sq7").items() if o != "start_offset"} ==
+    wait_until(lambda: {s[0] for o, s in record_states(cluster, "sg7", "sq7").items() if o != "start_offset"} ==
                {"AVAILABLE"}, timeout_s=20, message="the killed consumer's records released")
     other = share_consumer(bootstrap, "sg7")
     try:
@@ -289,7 +276,7 @@ def test_a_mixed_group_under_random_kills_accepts_every_record_once(cluster, boo
                 with lock:
                     accepted.extend(("shoal", r.partition, r.offset) for r in records
                                     if outcome.get((r.topic, r.partition)) is None)
-            return all(states(cluster, "sg8", "sq8", q)["start_offset"] == total // 2 for q in range(2))
+            return all(record_states(cluster, "sg8", "sq8", q)["start_offset"] == total // 2 for q in range(2))
         wait_until(step, timeout_s=180, interval_s=0, message=f"{total} records acknowledged")
     finally:
         p.close()
@@ -313,7 +300,7 @@ def test_a_session_names_the_deliveries_it_was_handed_and_a_new_one_keeps_its_ow
     from tests.gateway.raw import RawClient
     SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
     cluster.create_topic("sq9", 1)
-    produce(bootstrap, "sq9", 4)
+    produce_through_gateway(bootstrap, "sq9", 4)
     topic_id = cluster.describe_topics(["sq9"])[0].topic_id
     client = RawClient(bootstrap)
     member = "m-raw-9"
@@ -334,7 +321,7 @@ def test_a_session_names_the_deliveries_it_was_handed_and_a_new_one_keeps_its_ow
     assert acquired(first) == [(0, 3)] and first["acquisition_lock_timeout"] > 0  # one log batch
     again = client.request(SHARE_FETCH, 1, {**fetch, "share_session_epoch": 0})  # opened again
     assert acquired(again) == [(0, 3)]  # given back by the old session's end, then acquired anew
-    assert {o: s[:3] for o, s in states(cluster, "sg9", "sq9").items() if o != "start_offset"} == {
+    assert {o: s[:3] for o, s in record_states(cluster, "sg9", "sq9").items() if o != "start_offset"} == {
         o: ("ACQUIRED", 1, member) for o in range(4)}  # the old session's delivery was given back
 
     def acknowledge(session_epoch, first_offset, last_offset):
@@ -346,6 +333,6 @@ def test_a_session_names_the_deliveries_it_was_handed_and_a_new_one_keeps_its_ow
         return Errors.for_code(part["error_code"])
     assert acknowledge(1, 4, 5) is Errors.INVALID_REQUEST  # past anything acquired, as Kafka answers
     assert acknowledge(2, 0, 3) is Errors.NONE
-    assert states(cluster, "sg9", "sq9")["start_offset"] == 4
+    assert record_states(cluster, "sg9", "sq9")["start_offset"] == 4
     heartbeat(-1)
     client.close()

@@ -9,7 +9,8 @@ from confluent_kafka import AcknowledgeType
 from runtime.errors import Errors
 from tests.conftest import wait_until
 from tests.gateway.raw import RawClient
-from tests.gateway.test_share_groups import poll_until, produce, share_consumer
+from tests.gateway.test_share_groups import poll_until, share_consumer
+from tests.helpers import produce_through_gateway
 
 CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.heartbeat.interval.ms": 500,
                   "group.share.min.heartbeat.interval.ms": 100}
@@ -53,9 +54,9 @@ def test_apis_are_advertised(raw):
 
 def test_describe_shows_where_the_group_is_and_its_lag(cluster, bootstrap, raw):
     cluster.create_topic("so1", 1)
-    produce(bootstrap, "so1", 10)
+    produce_through_gateway(bootstrap, "so1", 10)
     consume(bootstrap, "sog1", "so1", 10)
-    produce(bootstrap, "so1", 5)  # not consumed yet: the lag
+    produce_through_gateway(bootstrap, "so1", 5)  # not consumed yet: the lag
     g = describe(raw, "sog1")
     # KIP-1226: records settled past the persisted start offset (Kafka persists the start a
     # write moved with the next write) are not lag
@@ -75,7 +76,7 @@ def members(cluster, group):
 
 def test_alter_moves_an_empty_group_and_refuses_one_with_members(cluster, bootstrap, raw):
     cluster.create_topic("so2", 1)
-    produce(bootstrap, "so2", 10)
+    produce_through_gateway(bootstrap, "so2", 10)
     consume(bootstrap, "sog2", "so2", 10)
     # while a member is in the group nothing moves: NON_EMPTY_GROUP
     member = share_consumer(bootstrap, "sog2")
@@ -104,7 +105,7 @@ def test_alter_moves_an_empty_group_and_refuses_one_with_members(cluster, bootst
 
 def test_delete_starts_the_group_over_at_the_reset_point(cluster, bootstrap, raw):
     cluster.create_topic("so3", 1)
-    produce(bootstrap, "so3", 6)
+    produce_through_gateway(bootstrap, "so3", 6)
     consume(bootstrap, "sog3", "so3", 6)
     deleted = raw.request(DELETE, 0, {"group_id": "sog3", "topics": [{"topic_name": "so3"}, {"topic_name": "nope"}]})
     assert deleted["error_code"] == 0

@@ -3,7 +3,6 @@ exactly-once recipe (tests/gateway/ctp_worker.py; confluent-kafka and aiokafka) 
 at random moments and started again under the same transactional id, which fences the dead
 instance and aborts its open transaction. Every input record must reach the output exactly
 once as a read_committed consumer sees it."""
-import json
 import os
 import random
 import signal

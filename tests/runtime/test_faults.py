@@ -8,7 +8,7 @@ import pytest
 
 from runtime.coordinator import CoordinatorRuntime, CoordinatorState
 from runtime.errors import CorruptRecordError, Errors, KafkaError
-from runtime.log import FileLog, LogConfig
+from runtime.log import FileLog
 from runtime.testing import FaultyIO, ShardHarness
 
 from .kv_shard import KvShard, expiry_key

@@ -7,6 +7,7 @@ from runtime.messages.group import (HeartbeatRequest, JoinGroupRequest, JoinGrou
                                     OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
                                     SyncGroupRequest, SyncGroupRequestAssignment)
 from tests.conftest import wait_until
+from tests.helpers import poll_records, produce
 
 CLUSTER_CONFIG = {"group.min.session.timeout.ms": 200, "group.initial.rebalance.delay.ms": 0,
                   "share.auto.offset.reset": "earliest", "metrics.export.interval.ms": 3600000,
@@ -23,19 +24,6 @@ def snapshot(handle) -> dict:
 def snapshot_when(handle, ready, message: str) -> dict:
     """The first snapshot for which ready(snapshot) holds."""
     return wait_until(lambda: (lambda s: s if ready(s) else None)(snapshot(handle)), message=message)
-
-
-def produce(cluster, topic: str, count: int) -> None:
-    with cluster.producer(linger_ms=1) as producer:
-        for i in range(count):
-            producer.send(topic, f"{topic}-{i}".encode())
-        producer.flush()
-
-
-def take(consumer, count: int) -> list:
-    got = []
-    wait_until(lambda: got.extend(consumer.poll(0.2)) or len(got) >= count, message=f"{count} records")
-    return got
 
 
 def test_group_coordinator_metrics_after_a_known_workload(cluster):
@@ -102,7 +90,7 @@ def test_share_records_acknowledged_archived_released(cluster):
     produce(cluster, "mq", 10)
     with cluster.share_consumer("g-mq", share_acknowledgement_mode="explicit", fetch_max_wait_ms=200) as c:
         c.subscribe(["mq"])
-        for r in take(c, 10)[:10]:
+        for r in poll_records(c, 10)[:10]:
             c.acknowledge(r, AcknowledgeType.ACCEPT if r.offset < 5 else
                           AcknowledgeType.REJECT if r.offset < 7 else AcknowledgeType.RELEASE)
         c.commit_sync()
@@ -121,7 +109,7 @@ def test_share_partition_fetches_acquisitions_and_lock_timeouts(cluster):
     produce(cluster, "mlock", 6)
     with cluster.share_consumer("g-lock", share_acknowledgement_mode="explicit", fetch_max_wait_ms=200) as c:
         c.subscribe(["mlock"])
-        take(c, 6)
+        poll_records(c, 6)
         # nothing acknowledged: every lock runs out after a second
         share_partition = ray.get_actor(naming.share_partition("g-lock", "mlock", 0), namespace=cluster.namespace)
         s = snapshot_when(share_partition, lambda s: s.get(("shoal_share_acquisition_lock_timeout_count", ())) == 6,

@@ -10,12 +10,13 @@ from runtime.errors import Errors
 from runtime.messages.share_state import ReadShareGroupStateRequest, ReadStateData, ReadStatePartitionData
 from runtime.share.coordinator import state_partition_for
 from runtime.share.records import PersisterStateBatch, RecordState
-from tests.clients.test_share_faults import FAST, poll_records, produce, start_offset
+from tests.helpers import poll_records, produce, share_start_offset
 from tests.conftest import wait_until
 
 LOCK_MS = 1500
 CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.record.lock.duration.ms": LOCK_MS,
                   "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100}
+FAST = dict(fetch_max_wait_ms=100)
 
 
 def restart_share_coordinator(cluster, group, topic, partition):
@@ -64,7 +65,7 @@ def test_an_expired_lock_releases_the_records_while_the_share_coordinator_is_dow
         for r in back:
             other.acknowledge(r)
         assert set(other.commit_sync(timeout=60).values()) == {None}
-    assert start_offset(cluster, "g-down", "down") == 5
+    assert share_start_offset(cluster, "g-down", "down") == 5
     # The durable state agrees: every record is done, nothing is left to deliver.
     (offset,) = cluster.admin().describe_share_group_offsets("g-down").values()
     assert offset.lag == 0

@@ -7,30 +7,14 @@ import time
 
 import ray
 
-from actors import AcknowledgeType, naming
+from actors import AcknowledgeType
 from tests.conftest import wait_until
-from tests.helpers import poll_records
+from tests.helpers import poll_records, produce, share_partition, share_partition_status
 
 IDLE_MS = 1500
 CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.partition.idle.ms": IDLE_MS,
                   "group.share.heartbeat.interval.ms": 200, "group.share.min.heartbeat.interval.ms": 100}
 FAST = dict(fetch_max_wait_ms=100)
-
-
-def produce(cluster, topic, count, start=0):
-    with cluster.producer(linger_ms=1) as producer:
-        for i in range(start, start + count):
-            producer.send(topic, f"v{i}".encode(), partition=0)
-        producer.flush()
-
-
-def share_partition(cluster, group, topic):
-    """The actor's status, or None when no actor has the name."""
-    try:
-        actor = ray.get_actor(naming.share_partition(group, topic, 0), namespace=cluster.namespace)
-        return ray.get(actor.status.remote(), timeout=30)
-    except (ValueError, ray.exceptions.RayActorError):
-        return None
 
 
 def folder_bytes(path):
@@ -48,12 +32,12 @@ def test_an_idle_share_partition_leaves_and_comes_back_with_its_state(cluster):
         c.acknowledge(r)
     c.acknowledge(first[3], AcknowledgeType.REJECT)
     assert set(c.commit_sync().values()) == {None}
-    before = share_partition(cluster, "g-idle", "idle")
+    before = share_partition_status(cluster, "g-idle", "idle")
 
     # 4-9 are still acquired: the actor stays past the idle time.
     until = time.monotonic() + 2 * IDLE_MS / 1000
     while time.monotonic() < until:
-        assert share_partition(cluster, "g-idle", "idle")["pid"] == before["pid"]
+        assert share_partition_status(cluster, "g-idle", "idle")["pid"] == before["pid"]
         time.sleep(0.1)
     # Released while this consumer polls no more (a fetch under way would take them again).
     for r in first[4:]:
@@ -63,7 +47,7 @@ def test_an_idle_share_partition_leaves_and_comes_back_with_its_state(cluster):
     # Nothing acquired and no call: it exits, and writes nothing on the way out.
     state_dir = os.path.join(cluster.data_dir, "__share_group_state-0")
     written = folder_bytes(state_dir)
-    wait_until(lambda: share_partition(cluster, "g-idle", "idle") is None, timeout_s=30,
+    wait_until(lambda: share_partition_status(cluster, "g-idle", "idle") is None, timeout_s=30,
                message="the idle SharePartition gone")
     assert folder_bytes(state_dir) == written
 
@@ -72,9 +56,9 @@ def test_an_idle_share_partition_leaves_and_comes_back_with_its_state(cluster):
     produce(cluster, "idle", 2, start=10)
     again = sorted(poll_records(c, 8), key=lambda r: r.offset)
     assert [(r.offset, r.delivery_count) for r in again] == [(i, 2) for i in range(4, 10)] + [(10, 1), (11, 1)]
-    after = share_partition(cluster, "g-idle", "idle")
+    after = share_partition_status(cluster, "g-idle", "idle")
     assert after["pid"] != before["pid"] and after["state"] == "Active"
-    sp = ray.get_actor(naming.share_partition("g-idle", "idle", 0), namespace=cluster.namespace)
+    sp = share_partition(cluster, "g-idle", "idle")
     assert ray.get(sp.record_states.remote())["start_offset"] == 4
     for r in again:
         c.acknowledge(r)

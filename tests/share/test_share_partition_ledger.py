@@ -7,7 +7,6 @@ ARCHIVED exactly once in the durable (committed) writes. A lock expiry stands ev
 write fails (as in Kafka); what it could not write goes out with a later write."""
 from __future__ import annotations
 
-from collections import Counter
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
