@@ -31,6 +31,10 @@ DEFAULTS: dict = {
     # Partition leaders and the data path.
     "log.retention.check.interval.ms": 300000,
     "fetch.max.wait.ms": 500,
+    # Kafka's: a Metadata request names a topic that does not exist and allows it, and the
+    # gateway creates it with num.partitions partitions.
+    "auto.create.topics.enable": True,
+    "num.partitions": 1,
 }
 
 

@@ -49,6 +49,9 @@ async def metadata(gw, event) -> dict:
     else:
         wanted = None
     response = await gw.call(naming.CONTROLLER, "metadata", MetadataRequest(wanted))
+    created, refused = await _auto_create(gw, request, response)
+    if created:
+        response = await gw.call(naming.CONTROLLER, "metadata", MetadataRequest(wanted))
     gw.topic_ids.learn(response.topics)
     brokers = await gw.brokers.all()
     controller = await gw.brokers.for_actor(naming.CONTROLLER)
@@ -66,7 +69,7 @@ async def metadata(gw, event) -> dict:
         "brokers": [{k: b[k] for k in ("node_id", "host", "port", "rack")} for b in brokers],
         "cluster_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS,
         "topics": [{
-            "error_code": t.error_code, "name": t.name, "topic_id": t.topic_id or ZERO_UUID,
+            "error_code": refused.get(t.name, t.error_code), "name": t.name, "topic_id": t.topic_id or ZERO_UUID,
             "is_internal": False, "topic_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS,
             "partitions": [partition(p) for p in t.partitions],
         } for t in response.topics] + [{
@@ -75,10 +78,45 @@ async def metadata(gw, event) -> dict:
     }
 
 
+async def _auto_create(gw, request, response) -> tuple[bool, dict]:
+    """Kafka's auto.create.topics.enable: a topic asked for by name that does not exist is
+    created (num.partitions partitions) when the client allows it (Metadata v4+ says so; older
+    versions always do), as librdkafka's and Kafka's own tests expect of a default broker.
+    Unlike Kafka, which answers LEADER_NOT_AVAILABLE until the new topic's leaders are
+    elected, the answer already has them. Whether anything was created, and the error of each
+    topic that could not be (an invalid name: INVALID_TOPIC_EXCEPTION, as Kafka answers)."""
+    if not gw.config.get("auto.create.topics.enable", True) or not request.get("allow_auto_topic_creation", True):
+        return False, {}
+    missing = [t.name for t in response.topics if t.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION.code and t.name]
+    created, refused = False, {}
+    for name in missing:
+        r = await _create_topic(gw, CreatableTopic(name, int(gw.config.get("num.partitions", 1)), -1, ()))
+        # Another client's Metadata may have made it meanwhile.
+        if not r.error_code or r.error_code == Errors.TOPIC_ALREADY_EXISTS.code:
+            created = True
+        else:
+            refused[name] = r.error_code
+    if created:
+        from ..cluster import topics_changed
+        await asyncio.get_running_loop().run_in_executor(None, topics_changed, gw.directory, gw.config)
+    return created, refused
+
+
 # ------------------------------------------------------------------ CreateTopics
 
+async def _create_topic(gw, creatable: CreatableTopic):
+    """The controller's CreateTopics result for one topic, its partition leaders started when
+    it was made."""
+    from ..cluster import start_partition_leaders
+    (r,) = (await gw.call(naming.CONTROLLER, "create_topics", CreateTopicsRequest((creatable,)))).topics
+    if not r.error_code:
+        await asyncio.get_running_loop().run_in_executor(
+            None, start_partition_leaders, gw.directory, gw.deployment, r.name, r.configs, range(r.num_partitions))
+    return r
+
+
 async def create_topics(gw, event) -> dict:
-    from ..cluster import start_partition_leaders, topics_changed
+    from ..cluster import topics_changed
     request = plain(event.request)
     results = []
     for t in request["topics"]:
@@ -91,10 +129,7 @@ async def create_topics(gw, event) -> dict:
         if request["validate_only"]:
             results.append({"name": t["name"], "error_code": 0, "num_partitions": t["num_partitions"]})
             continue
-        (r,) = (await gw.call(naming.CONTROLLER, "create_topics", CreateTopicsRequest((creatable,)))).topics
-        if not r.error_code:
-            await asyncio.get_running_loop().run_in_executor(
-                None, start_partition_leaders, gw.directory, gw.deployment, r.name, r.configs, range(r.num_partitions))
+        r = await _create_topic(gw, creatable)
         results.append({
             "name": r.name, "topic_id": r.topic_id or ZERO_UUID,
             "error_code": r.error_code, "error_message": r.error_message, "num_partitions": r.num_partitions,

@@ -71,3 +71,32 @@ def test_pipelined_produces_of_one_connection_keep_their_order(cluster, bootstra
 def _produces(cluster) -> dict:
     [gateway] = [s for s in cluster.status() if s["actor"] == naming.gateway(0)]
     return gateway["produces"]
+
+
+def test_a_topic_named_in_metadata_that_does_not_exist_is_created_when_the_client_allows(cluster, bootstrap):
+    from tests.gateway.raw import RawClient
+    raw = RawClient(bootstrap)
+    try:
+        def ask(topic, allow):
+            (t,) = raw.request(3, 12, {"topics": [{"name": topic, "topic_id": "00000000-0000-0000-0000-000000000000"}],
+                                       "allow_auto_topic_creation": allow,
+                                       "include_topic_authorized_operations": False})["topics"]
+            return t
+        # not allowed by the request: unknown, and nothing is made
+        assert ask("auto-not", False)["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        assert "auto-not" not in cluster.list_topics()
+        # allowed: made with num.partitions (1), its leader in the same answer
+        made = ask("auto-made", True)
+        assert made["error_code"] == 0 and [p["partition_index"] for p in made["partitions"]] == [0]
+        assert ask("auto-made", True)["topic_id"] == made["topic_id"]  # asked again: the same topic
+        # an invalid name is not made: Kafka's INVALID_TOPIC_EXCEPTION
+        assert ask("bad/name", True)["error_code"] == 17
+        assert "bad/name" not in cluster.list_topics()
+    finally:
+        raw.close()
+    # A Kafka producer's first send to a new topic makes it, and the record is there.
+    producer = ck.Producer({"bootstrap.servers": bootstrap})
+    delivered = []
+    producer.produce("auto-by-producer", b"v", on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
+    assert producer.flush(30) == 0 and delivered == [(None, 0)]
+    assert cluster.describe_topics(["auto-by-producer"])[0].partitions == 1
