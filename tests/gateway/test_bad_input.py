@@ -14,7 +14,9 @@ from kafka import KafkaConsumer
 pytestmark = pytest.mark.ray
 
 # A backlog for the burst of idle connections below (Kafka's default, 50, would drop most).
-CLUSTER_CONFIG = {"connections.max.idle.ms": 1500, "socket.listen.backlog.size": 4096}
+# auto.create.topics.enable off: a Metadata naming a missing topic must not make it.
+CLUSTER_CONFIG = {"connections.max.idle.ms": 1500, "socket.listen.backlog.size": 4096,
+                  "auto.create.topics.enable": False}
 
 
 def connect(bootstrap):
@@ -178,3 +180,16 @@ def test_a_produced_batch_with_a_bad_crc_is_corrupt_message_and_not_written(clus
         assert consumer.end_offsets([TopicPartition("crc", 0)]) == {TopicPartition("crc", 0): 0}
     finally:
         consumer.close()
+
+
+def test_with_auto_create_off_a_missing_topic_stays_unknown_though_the_client_allows(cluster, bootstrap):
+    from tests.gateway.raw import RawClient
+    raw = RawClient(bootstrap)
+    try:
+        (t,) = raw.request(3, 12, {"topics": [{"name": "never-made", "topic_id": "00000000-0000-0000-0000-000000000000"}],
+                                   "allow_auto_topic_creation": True,
+                                   "include_topic_authorized_operations": False})["topics"]
+    finally:
+        raw.close()
+    assert t["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    assert "never-made" not in cluster.list_topics()
