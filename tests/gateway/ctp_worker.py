@@ -5,6 +5,13 @@ CLIENT is confluent or aiokafka. It reads IN (read_committed, a member of GROUP)
 each record to OUT keyed "partition:offset" of its input, and commits the output and the
 input offsets in one transaction (send_offsets_to_transaction). An abortable error aborts and
 rewinds to the committed offsets; a fenced producer exits (a newer instance has its id).
+
+confluent-kafka sends its consumer's group metadata with the offsets (KIP-447), so the group
+coordinator fences a transaction of a member whose partitions moved on. aiokafka sends the
+group id alone, so its worker follows the recipe from before KIP-447: a partition is given up
+(on_partitions_revoked) only once the transaction that read from it has ended; otherwise the
+member that takes it over reads from the offsets committed before that transaction, and both
+commit the same inputs, which Kafka would accept as well.
 """
 import asyncio
 import sys
@@ -42,25 +49,38 @@ def confluent(bootstrap: str, group: str, source: str, sink: str, txn_id: str) -
 
 
 async def aiokafka(bootstrap: str, group: str, source: str, sink: str, txn_id: str) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
+
+    in_transaction = asyncio.Lock()
+
+    class EndTransactionFirst(ConsumerRebalanceListener):
+        async def on_partitions_revoked(self, revoked):
+            async with in_transaction:
+                pass
+
+        async def on_partitions_assigned(self, assigned):
+            pass
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                                 enable_auto_commit=False, isolation_level="read_committed",
                                 session_timeout_ms=SESSION["session.timeout.ms"],
                                 heartbeat_interval_ms=SESSION["heartbeat.interval.ms"])
+    consumer.subscribe([source], listener=EndTransactionFirst())
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id, linger_ms=5,
                                 transaction_timeout_ms=20000)
     await producer.start()
     await consumer.start()
     while True:
-        batches = await consumer.getmany(timeout_ms=500, max_records=50)
-        if not batches:
-            continue
-        async with producer.transaction():
-            for tp, records in batches.items():
-                for r in records:
-                    await producer.send(sink, r.value, key=f"{tp.partition}:{r.offset}".encode())
-            await producer.send_offsets_to_transaction(
-                {tp: records[-1].offset + 1 for tp, records in batches.items()}, group)
+        async with in_transaction:
+            batches = await consumer.getmany(timeout_ms=500, max_records=50)
+            if not batches:
+                continue
+            async with producer.transaction():
+                for tp, records in batches.items():
+                    for r in records:
+                        await producer.send(sink, r.value, key=f"{tp.partition}:{r.offset}".encode())
+                await producer.send_offsets_to_transaction(
+                    {tp: records[-1].offset + 1 for tp, records in batches.items()}, group)
 
 
 if __name__ == "__main__":
