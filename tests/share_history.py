@@ -175,12 +175,28 @@ class ShareHistory:
         for a in settled:
             again = [d for d in seen if d.count > a.count or (d.count == a.count and d.at > a.done)]
             if again:
-                out.append(f"(b) {key} delivered again after its {a.ack_type.name} (count {a.count}) held: {again}")
+                out.append(f"(b) {key} delivered again after its {a.ack_type.name} (count {a.count}) held ({a}): "
+                           f"{again}")
         for a in acks:
             if a.ok and a.ack_type is AcknowledgeType.RELEASE:
                 if any(d.count == a.count and d.at > a.done for d in seen):
                     out.append(f"(c) {key} delivered with count {a.count} again after its RELEASE held: {seen}")
         return out
+
+    def explain(self, key) -> dict:
+        """Everything recorded of one record, with the members and faults around it, in time
+        order: what a violation's reader needs to see what happened."""
+        with self._lock:
+            seen = self.deliveries.get(key, [])
+            acks = self.acks.get(key, [])
+            times = [d.at for d in seen] + [t for a in acks for t in (a.sent, a.done)]
+            lo, hi = (min(times) - 60, max(times) + 5) if times else (0, 0)
+            members = {d.member for d in seen} | {a.member for a in acks}
+            return {"deliveries": [vars(d) for d in seen],
+                    "acks": [{**vars(a), "ack_type": a.ack_type.name} for a in acks],
+                    "ended": {m: t for m, t in self.ended.items() if m in members},
+                    "joins": {m: self.joins.get(m, [])[-20:] for m in members},
+                    "faults": [f for f in self.faults if lo <= f[0] <= hi]}
 
     def _ended(self, key) -> list[str]:
         acks = self.acks.get(key, [])

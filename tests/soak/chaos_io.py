@@ -2,8 +2,8 @@
 rates from the cluster config, once the soak has armed them (the file `soak.faults.file`
 names, plus ".armed", exists: the deployment starts on a sound disk). A failed fsync takes
 the log offline; the actor reopens and checks it (the logs fail closed). Each fault is
-appended to the file `soak.faults.file` names, so that the soak, in another process, can
-count them."""
+appended to the file `soak.faults.file` names (kind, time.monotonic(), log), so that the
+soak, in another process, can count them and place them in a violation's story."""
 from __future__ import annotations
 
 import errno
@@ -20,12 +20,13 @@ class ChaosIO(OsIO):
         self.slow_s = int(config.get("soak.fsync.slow.ms", 0)) / 1000
         self.fail_rate = float(config.get("soak.fsync.fail.rate", 0))
         self.faults_file = config.get("soak.faults.file")
+        self.log_name = log_name
         self.rng = random.Random()
 
     def _record(self, kind: str) -> None:
         if self.faults_file:
             with open(self.faults_file, "a") as f:
-                f.write(kind + "\n")
+                f.write(f"{kind} {time.monotonic():.3f} {self.log_name}\n")
 
     def fsync(self, fd: int) -> None:
         if not (self.faults_file and os.path.exists(self.faults_file + ".armed")):

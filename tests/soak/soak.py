@@ -391,6 +391,8 @@ class Soak:
         self.txns = {"committed": set(), "aborted": set(), "unknown": set()}
         self.unsettled: list = []  # committed transactions with a send not answered
         self.faults: dict = {}
+        self.fault_log: list = []  # (time.monotonic(), kind, target) of every fault, for a violation's story
+        self.disk_faults = lambda: []  # the same of the disk's faults, recorded by other processes
         self.commits = 0  # offset commits acknowledged
         self._seq = 0
         self._txn = {"producer": None, "n": 0}
@@ -473,6 +475,7 @@ class Soak:
                  "partition_leader", "share_partition", "consumer_client", "share_consumer_client",
                  "kafka_share_consumer"]
         kind = self.rng.choice(kinds + (["node"] if self.nodes else []))
+        self.fault_log.append((time.monotonic(), kind, None))
         if kind == "node":
             self.share_history.fault(kind)  # SharePartitions on it restart elsewhere
             self.nodes.replace_one(self.rng)
@@ -485,6 +488,7 @@ class Soak:
                 return  # between two processes
         else:
             name = naming.CONTROLLER if kind == "controller" else self.rng.choice(self._server_actors(kind))
+            self.fault_log[-1] = (self.fault_log[-1][0], kind, name)
             if kind in ("share_partition", "share_coordinator", "controller"):
                 # A controller restart ends the SharePartitions it created (Cluster.local).
                 self.share_history.fault(kind)
@@ -575,7 +579,8 @@ class Soak:
                               f"{self._share_diagnosis(drainer)}")
         drainer.close()
         share = self.share_history
-        violations += share.check([((TOPIC, p), o) for p, o in log])[:10]
+        share_violations = share.check([((TOPIC, p), o) for p, o in log])
+        violations += share_violations[:10]
 
         if self._txn["producer"] is not None:
             self._txn["producer"].close(timeout=10)
@@ -624,16 +629,32 @@ class Soak:
             "client_errors": {w.name: len(w.errors) for w in workers},
             "kafka_share_member_errors": [e for m in self.kafka_share_members for e in m.errors][:10],
             "violations": violations,
+            "violation_histories": self._stories(share_violations),
         }
 
+    def _stories(self, violations: list[str], most: int = 3) -> dict:
+        """The whole recorded history of the first records named by share-group violations,
+        with every fault injected around it."""
+        stories = {}
+        for key in self.share_history.deliveries:
+            if len(stories) >= most:
+                break
+            if any(str(key) in v for v in violations):
+                story = self.share_history.explain(key)
+                times = [d["at"] for d in story["deliveries"]] + [a["done"] for a in story["acks"]]
+                lo, hi = min(times, default=0) - 60, max(times, default=0) + 5
+                disk = [f for f in self.disk_faults() if f[1] == "fsync_failed"]
+                story["chaos"] = sorted(f for f in self.fault_log + disk if lo <= f[0] <= hi)
+                stories[str(key)] = story
+        return stories
 
-def _count_lines(path: str) -> dict:
-    counts: dict = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                counts[line.strip()] = counts.get(line.strip(), 0) + 1
-    return counts
+
+def _disk_faults(path: str) -> list[tuple[float, str, str]]:
+    """The disk faults ChaosIO recorded: (time, kind, log)."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [(float(at), kind, name) for kind, at, name in (line.split(" ", 2) for line in f.read().splitlines())]
 
 
 def run(minutes: float, seed: int = 0, data_dir: str | None = None, disk_faults: bool = True,
@@ -649,13 +670,16 @@ def run(minutes: float, seed: int = 0, data_dir: str | None = None, disk_faults:
     try:
         cluster = Cluster.local(data_dir=data_dir, config=config)
         soak = Soak(cluster, seed, nodes)
+        soak.disk_faults = lambda: _disk_faults(faults_file)
         summary = soak.check(soak.run(minutes * 60, arm=lambda: open(faults_file + ".armed", "w").close()))
     finally:
         for m in soak.kafka_share_members if soak is not None else ():
             m.kill()  # none left behind by a soak that failed (check() closed the others)
         if cluster is not None:
             cluster.shutdown()
-        disk = _count_lines(faults_file)
+        disk: dict = {}
+        for _, kind, _ in _disk_faults(faults_file):
+            disk[kind] = disk.get(kind, 0) + 1
         for path in (faults_file, faults_file + ".armed"):
             if os.path.exists(path):
                 os.unlink(path)
