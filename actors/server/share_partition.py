@@ -6,7 +6,8 @@ them. It loads the state from the share coordinator (which the group coordinator
 before assigning the partition), reading with a leader epoch above the last recorded one so
 a stale twin is fenced. It reads record data from the partition leader in whole batches, and
 sends every state change to the share coordinator before it answers: the change is committed
-in memory when the write succeeds and rolled back when it fails. Acquisition is not persisted (as in Kafka), so after a
+in memory when the write succeeds and rolled back when it fails. Every such change goes
+through one door, `_change`, which begins it in the core and sends and settles its write. Acquisition is not persisted (as in Kafka), so after a
 restart whatever was held is available again. Lock expiry runs on a timer task of its own;
 as in Kafka it releases the records at once, whatever becomes of its write; a failed one rides
 along with the next write, and the timer writes it on its own when none comes.
@@ -25,6 +26,7 @@ import asyncio
 import logging
 import time
 from dataclasses import replace
+from typing import Callable
 
 import ray
 
@@ -229,10 +231,8 @@ class SharePartitionActor:
 
     # ------------------------------------------------------------------ writes
 
-    async def _persist(self, pending: PendingShareWrite | None) -> KafkaError | None:
+    async def _persist(self, pending: PendingShareWrite) -> KafkaError | None:
         """Send a begun change to the share coordinator; commit or roll back by its answer."""
-        if pending is None:
-            return None
         sp = pending._owner
         if not pending.state_batches:
             sp.commit(pending)  # nothing to store (a RENEW only restarted locks)
@@ -257,20 +257,31 @@ class SharePartitionActor:
         self._kick_timer()
         return error
 
-    async def _write(self, pending: PendingShareWrite | None) -> KafkaError | None:
-        """_persist in a task of its own, awaited shielded: a caller that gives up (its call
-        cancelled) must not leave a change begun and never settled."""
+    def _change(self, sp: SharePartition, change: Callable[[SharePartition, int], PendingShareWrite | None]
+                ) -> asyncio.Task | None:
+        """The one way a durable change reaches runtime.share: `change(sp, now_ms)` makes it in
+        memory (or raises, changing nothing) and returns the write it began; that write goes to
+        the share coordinator in a task of its own, which settles it (commit or roll back)
+        whatever becomes of the caller, who awaits the task (shielded) for its error if it
+        needs to. Waiting fetches and the lock timer hear of a change at once."""
+        pending = change(sp, now_ms())
         if pending is None:
             return None
-        return await asyncio.shield(self._spawn(self._persist(pending)))
+        self._notify()
+        self._kick_timer()
+        return self._spawn(self._persist(pending))
+
+    async def _settled(self, write: asyncio.Task | None) -> KafkaError | None:
+        """The error of a write `_change` began, once it is settled; a caller that gives up
+        leaves it going."""
+        return None if write is None else await asyncio.shield(write)
 
     def _give_back(self, got: LeaderRead) -> None:
         """The answer that would have handed these records out will not leave: they are
         available again at once, rather than when their lock runs out with a delivery spent."""
         sp = self._sp
         if got.acquired and sp is not None and sp.state is SharePartitionState.ACTIVE:
-            self._spawn(self._persist(sp.release_acquisition(got.acquisition_id)))
-            self._notify()
+            self._change(sp, lambda sp, now: sp.release_acquisition(got.acquisition_id))
 
     def _notify(self) -> None:
         if self._changed is not None:
@@ -298,16 +309,18 @@ class SharePartitionActor:
                 pass
             self._timer_wake.clear()
             if sp is not None and sp is self._sp:
-                pending = sp.expire(now_ms())
-                if pending is not None:
-                    metrics.registry.inc("shoal_share_acquisition_lock_timeout_count",
-                                         sum(b.last_offset - b.first_offset + 1 for b in pending.state_batches),
-                                         coordinator=self.metrics_name)
-                    self._notify()  # the records are free now, not once the write is done
-                    self._spawn(self._persist(pending))
+                self._change(sp, self._expire)  # the records are free now, not once the write is done
                 if self._rewrite_at is not None and now_ms() >= self._rewrite_at:
                     self._rewrite_at = None
-                    self._spawn(self._persist(sp.unwritten_write()))
+                    self._change(sp, lambda sp, now: sp.unwritten_write())
+
+    def _expire(self, sp: SharePartition, now: int) -> PendingShareWrite | None:
+        pending = sp.expire(now)
+        if pending is not None:
+            metrics.registry.inc("shoal_share_acquisition_lock_timeout_count",
+                                 sum(b.last_offset - b.first_offset + 1 for b in pending.state_batches),
+                                 coordinator=self.metrics_name)
+        return pending
 
     def _spawn(self, coroutine) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -347,18 +360,19 @@ class SharePartitionActor:
 
     # ------------------------------------------------------------------ acknowledging
 
-    async def _begin_acknowledge(self, member_id: str, batches) -> PendingShareWrite | KafkaError:
-        """The acknowledgements applied in memory, their write not yet sent (or why not)."""
+    async def _begin_acknowledge(self, member_id: str, batches) -> asyncio.Task | None | KafkaError:
+        """The acknowledgements applied in memory and their write under way (or why not)."""
         sp = await self._active()
         self._members.raise_unless_member(member_id)  # released while the load was awaited
+        batches = tuple(_ack_batch(b) for b in batches)
         try:
-            return sp.acknowledge(member_id, tuple(_ack_batch(b) for b in batches), now_ms())
+            return self._change(sp, lambda sp, now: sp.acknowledge(member_id, batches, now))
         except KafkaError as e:
             return e
 
     async def _acknowledge(self, member_id: str, batches) -> KafkaError | None:
         begun = await self._begin_acknowledge(member_id, batches)
-        return begun if isinstance(begun, KafkaError) else await self._write(begun)
+        return begun if isinstance(begun, KafkaError) else await self._settled(begun)
 
     async def share_acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
         with self._idle.call():
@@ -399,7 +413,8 @@ class SharePartitionActor:
         with self._idle.call():
             try:
                 sp = await self._active()
-                error = await self._write(sp.release_member(member_id, now_ms(), member_epoch))
+                error = await self._settled(
+                    self._change(sp, lambda sp, now: sp.release_member(member_id, now, member_epoch)))
             except KafkaError as e:
                 error = e
         return error.code if error else 0
@@ -437,18 +452,18 @@ class SharePartitionActor:
                     ack_error = begun
                 elif _frees_records(part.acknowledgement_batches):
                     # Released records may go out again in this very fetch once committed.
-                    ack_error = await self._write(begun)
+                    ack_error = await self._settled(begun)
                 else:
                     # Accepted, rejected and gap records never go out again, so the leader
                     # read need not wait for their write (Kafka runs the two side by side).
-                    write = self._spawn(self._persist(begun))
+                    write = begun
             acknowledged = True
             try:
                 got = await self._acquire(request, deadline)
             finally:
                 if write is not None:
                     try:
-                        ack_error = await asyncio.shield(write)
+                        ack_error = await self._settled(write)
                     except asyncio.CancelledError:
                         self._give_back(got)  # acquired while the write went on
                         raise
