@@ -41,18 +41,25 @@ async def metadata(gw, event) -> dict:
         # From v10 a topic may be asked by id alone (librdkafka's KIP-848 and share
         # consumers do, for the ids of their assignments).
         asked_ids = [t["topic_id"] for t in topics if not t.get("name") and t.get("topic_id", ZERO_UUID) != ZERO_UUID]
-        by_id = await gw.topic_ids.names(asked_ids)
+        try:
+            by_id = await gw.topic_ids.names(asked_ids)
+        except KafkaError:  # the controller is restarting: the ids the gateway knows
+            by_id = gw.topic_ids.known_names(asked_ids)
         unknown_ids = [i for i in asked_ids if i not in by_id]
         names = tuple(t["name"] for t in topics if t.get("name")) + tuple(by_id.values())
         # Metadata v0 has no null array: an empty one asks for every topic.
         wanted = None if event.api_version == 0 and not names else names
     else:
         wanted = None
-    response = await gw.call(naming.CONTROLLER, "metadata", MetadataRequest(wanted))
-    created, refused = await _auto_create(gw, request, response)
-    if created:
+    try:
         response = await gw.call(naming.CONTROLLER, "metadata", MetadataRequest(wanted))
-    gw.topic_ids.learn(response.topics)
+    except KafkaError as e:  # the controller is restarting: the gateway's cache answers
+        response, refused = gw.topic_ids.cached(wanted, e), {}
+    else:
+        created, refused = await _auto_create(gw, request, response)
+        if created:
+            response = await gw.call(naming.CONTROLLER, "metadata", MetadataRequest(wanted))
+        gw.topic_ids.learn(response.topics)
     brokers = await gw.brokers.all()
     controller = await gw.brokers.for_actor(naming.CONTROLLER)
     leaders = await asyncio.gather(*(gw.brokers.for_actor(naming.partition_leader(t.name, p.partition_index))

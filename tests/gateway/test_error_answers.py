@@ -61,7 +61,8 @@ def controller_gone(cluster, bootstrap):
     """confluent-kafka's admin client, which found the controller before it went."""
     import ray
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    assert admin.list_topics(timeout=30).brokers
+    cluster.create_topic("known-before", 2)
+    assert "known-before" in admin.list_topics(timeout=30).topics
     ray.kill(cluster.controller, no_restart=True)
     cluster._forget(naming.CONTROLLER)
 
@@ -105,13 +106,29 @@ def test_user_requests_fail_on_each_user(controller_gone, raw):
     assert (answer["error_code"], answer["results"]) == (AWAY, [])
 
 
-def test_metadata_fails_on_each_topic_asked_for(raw):
+def test_metadata_fails_on_each_topic_it_never_learnt_and_still_lists_the_brokers(raw):
+    """A Kafka broker answers Metadata from its cache whatever its controller does; an answer
+    without brokers would make clients drop their connections (librdkafka its share sessions)."""
     for version in (1, 12):
         answer = raw.request(3, version, {"topics": [{"name": "m1", "topic_id": ZERO_UUID},
                                                      {"name": "m2", "topic_id": ZERO_UUID}],
-                                          "allow_auto_topic_creation": False,
+                                          "allow_auto_topic_creation": True,
                                           "include_topic_authorized_operations": False})
         assert [(t["name"], t["error_code"]) for t in answer["topics"]] == [("m1", AWAY), ("m2", AWAY)]
+        assert [b["node_id"] for b in answer["brokers"]] == [0]
+
+
+def test_metadata_answers_the_topics_it_learnt_before_from_its_cache(raw, controller_gone):
+    for version in (1, 12):
+        answer = raw.request(3, version, {"topics": [{"name": "known-before", "topic_id": ZERO_UUID}],
+                                          "allow_auto_topic_creation": True,
+                                          "include_topic_authorized_operations": False})
+        (topic,) = answer["topics"]
+        assert (topic["name"], topic["error_code"]) == ("known-before", 0)
+        assert [(p["partition_index"], p["error_code"], p["leader_id"]) for p in topic["partitions"]] == [
+            (0, 0, 0), (1, 0, 0)]
+    everything = controller_gone.list_topics(timeout=30)
+    assert everything.brokers and "known-before" in everything.topics
 
 
 def test_a_produce_by_topic_id_fails_on_each_partition(raw):
