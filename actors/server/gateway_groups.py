@@ -140,14 +140,26 @@ async def offset_commit(gw, event) -> dict:
     topics = tuple(OffsetCommitRequestTopic(t["name"], tuple(
         OffsetCommitRequestPartition(p["partition_index"], p["committed_offset"], p.get("committed_leader_epoch", -1),
                                      p["committed_metadata"]) for p in t["partitions"])) for t in r["topics"])
-    request = OffsetCommitRequest(r["group_id"], topics, r["generation_id_or_member_epoch"], r["member_id"],
+    unknown = await gw.topic_ids.missing(t.name for t in topics)
+    known = tuple(t for t in topics if t.name not in unknown)
+    request = OffsetCommitRequest(r["group_id"], known, r["generation_id_or_member_epoch"], r["member_id"],
                                   r.get("group_instance_id"))
-    try:
-        return _answer(await _coalesced_call(gw, request.group_id, "offset_commit", request))
-    except KafkaError as e:
-        return {"throttle_time": 0, "topics": [
-            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": e.code}
-                                            for p in t.partitions]} for t in topics]}
+    answer = {"throttle_time": 0, "topics": []}
+    if known:
+        try:
+            answer = _answer(await _coalesced_call(gw, request.group_id, "offset_commit", request))
+        except KafkaError as e:
+            answer["topics"] = refused_topics(known, e.code)
+    answer["topics"] = [*answer["topics"],
+                        *refused_topics([t for t in topics if t.name in unknown], Errors.UNKNOWN_TOPIC_OR_PARTITION.code)]
+    return answer
+
+
+def refused_topics(topics, error_code: int) -> list[dict]:
+    """An offset commit's answer for topics it did not commit: the error on each partition
+    (a topic the cluster does not have is refused so, as Kafka does, while the others commit)."""
+    return [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": error_code}
+                                            for p in t.partitions]} for t in topics]
 
 
 def _fetch_group(g: dict) -> OffsetFetchRequestGroup:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from runtime.errors import KafkaError
+from runtime.errors import Errors, KafkaError
 from runtime.messages.errors import error_response
 from runtime.messages.txn import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AddPartitionsToTxnTopic,
                                   AddPartitionsToTxnTransaction, DescribeTransactionsRequest, EndTxnRequest,
@@ -22,6 +22,7 @@ from runtime.messages.txn import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequ
 from runtime.wire.entities import plain
 
 from .. import naming
+from .gateway_groups import refused_topics
 
 
 def _coordinator(gw, transactional_id: str) -> str:
@@ -92,8 +93,15 @@ async def txn_offset_commit(gw, event) -> dict:
         tuple(TxnOffsetCommitRequestTopic(t["name"], tuple(TxnOffsetCommitRequestPartition(
             p["partition_index"], p["committed_offset"], p.get("committed_leader_epoch", -1),
             p["committed_metadata"]) for p in t["partitions"])) for t in r["topics"]))
+    unknown = await gw.topic_ids.missing(t.name for t in request.topics)
+    refused = refused_topics([t for t in request.topics if t.name in unknown], Errors.UNKNOWN_TOPIC_OR_PARTITION.code)
+    if len(refused) == len(request.topics):
+        return {"throttle_time": 0, "topics": refused}
+    request = dataclasses.replace(request, topics=tuple(t for t in request.topics if t.name not in unknown))
     name = naming.find_coordinator(naming.CoordinatorType.GROUP, request.group_id, gw.config)
-    return _kio(await _call(gw, name, "txn_offset_commit", request))
+    answer = _kio(await _call(gw, name, "txn_offset_commit", request))
+    answer["topics"] = [*answer["topics"], *refused]
+    return answer
 
 
 async def describe_transactions(gw, event) -> dict:

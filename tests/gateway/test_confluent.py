@@ -100,3 +100,46 @@ def test_a_topic_named_in_metadata_that_does_not_exist_is_created_when_the_clien
     producer.produce("auto-by-producer", b"v", on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
     assert producer.flush(30) == 0 and delivered == [(None, 0)]
     assert cluster.describe_topics(["auto-by-producer"])[0].partitions == 1
+
+
+def test_an_offset_commit_naming_a_missing_topic_fails_there_and_commits_the_rest(cluster, bootstrap):
+    """Kafka answers UNKNOWN_TOPIC_OR_PARTITION for the partitions of a topic it does not have
+    and commits the others of the same request (librdkafka's 0030_offset_commit relies on it);
+    the missing topic is not created by the commit."""
+    cluster.create_topic("commit-known", 1)
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "commit-missing",
+                            "enable.auto.commit": False, "allow.auto.create.topics": False})
+    try:
+        answered = consumer.commit(offsets=[ck.TopicPartition("commit-known", 0, 5),
+                                            ck.TopicPartition("commit-missing", 0, 7),
+                                            ck.TopicPartition("commit-missing", 1, 7)], asynchronous=False)
+    except ck.KafkaException as e:  # the commit as a whole reports its first error
+        assert e.args[0].code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART
+    else:
+        errors = {(tp.topic, tp.partition): tp.error and tp.error.code() for tp in answered}
+        assert errors == {("commit-known", 0): None, ("commit-missing", 0): ck.KafkaError.UNKNOWN_TOPIC_OR_PART,
+                          ("commit-missing", 1): ck.KafkaError.UNKNOWN_TOPIC_OR_PART}
+    finally:
+        consumer.close()
+    offsets = cluster.admin().list_group_offsets("commit-missing")
+    assert {(tp.topic, tp.partition): o.committed_offset for tp, o in offsets.items()} == {("commit-known", 0): 5}
+    assert "commit-missing" not in cluster.list_topics()
+
+
+def test_a_transactional_offset_commit_naming_a_missing_topic_fails_there(cluster, bootstrap):
+    cluster.create_topic("txn-commit-known", 1)
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": "txn-commit-missing"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-commit-missing",
+                            "enable.auto.commit": False})
+    try:
+        with pytest.raises(ck.KafkaException) as failed:
+            producer.send_offsets_to_transaction([ck.TopicPartition("txn-commit-known", 0, 3),
+                                                  ck.TopicPartition("txn-commit-missing", 0, 3)],
+                                                 consumer.consumer_group_metadata(), 30)
+        assert failed.value.args[0].code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART
+        producer.abort_transaction(30)
+    finally:
+        consumer.close()
+    assert cluster.admin().list_group_offsets("txn-commit-missing") == {}
