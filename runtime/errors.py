@@ -129,6 +129,23 @@ class KafkaError(Exception):
         return (KafkaError, (self.error, self.message if self.message != self.error.name else None))
 
 
+class RecordErrors(KafkaError):
+    """INVALID_RECORD for a batch some of whose records were refused (KIP-467): the batch is
+    not written, and `record_errors` names each refused record, (index in the batch, why),
+    so the producer tells them from the records refused only for being in their batch."""
+
+    def __init__(self, record_errors, message: str | None = None) -> None:
+        self.record_errors = tuple(record_errors)
+        # Kafka's summary: the count, and the first three errors.
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in self.record_errors[:3])
+        super().__init__(Errors.INVALID_RECORD, message or (
+            f"One or more records have been rejected due to {len(self.record_errors)} record errors in total, "
+            f"and only showing the first three errors at most: [{shown}]"))
+
+    def __reduce__(self):
+        return (RecordErrors, (self.record_errors, self.message))
+
+
 class CorruptRecordError(Exception):
     """A state log holds bytes that do not decode: names the log and the offset."""
 

@@ -166,7 +166,8 @@ async def _produce_one(gw, topic: str | None, partition: int, records: bytes | N
     except KafkaError as e:
         return {**out, "error_code": partition_error(e), "error_message": e.message}
     return {**out, "error_code": response.error_code, "base_offset": response.base_offset,
-            "log_start_offset": response.log_start_offset, "error_message": response.error_message}
+            "log_start_offset": response.log_start_offset, "error_message": response.error_message,
+            "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in response.record_errors]}
 
 
 async def produce(gw, event) -> dict | None:

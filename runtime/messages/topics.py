@@ -181,6 +181,8 @@ class ProduceResponse:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    # INVALID_RECORD's refused records, (index in the batch, why) (runtime.errors.RecordErrors).
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -269,7 +271,8 @@ def _alter_topic_config_error(request: AlterTopicConfigRequest, error: KafkaErro
 
 @answers_errors_of(ProduceRequest)
 def _produce_error(request: ProduceRequest, error: KafkaError) -> ProduceResponse:
-    return ProduceResponse(request.topic, request.partition, error.code, error_message=error.message)
+    return ProduceResponse(request.topic, request.partition, error.code, error_message=error.message,
+                           record_errors=getattr(error, "record_errors", ()))
 
 
 @answers_errors_of(ListOffsetsRequest)

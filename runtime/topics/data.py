@@ -16,7 +16,7 @@ from typing import Iterable, NamedTuple
 
 import msgpack
 
-from ..errors import Errors, KafkaError
+from ..errors import Errors, KafkaError, RecordErrors
 from ..messages.topics import ProduceRequest
 from ..wire.records import read_batch, with_base_offset
 
@@ -49,12 +49,29 @@ def is_kafka_batch(payload: bytes) -> bool:
     return bool(payload) and payload[0] < 0x80
 
 
-def validate_payload(request: ProduceRequest) -> int:
+def validate_payload(request: ProduceRequest, keys_required: bool = False) -> int:
     """Check that a produced payload is what its request claims; returns its largest
     timestamp. A Kafka batch must also carry the request's producer id, epoch, sequence and
-    transactional flag, which the producer state is kept by."""
+    transactional flag, which the producer state is kept by. `keys_required` (a compacted
+    topic): a record without a key is refused, and with it its batch (RecordErrors)."""
     if is_kafka_batch(request.records):
-        return _validate_kafka_batch(request)
+        max_ts, keys = _validate_kafka_batch(request)
+    else:
+        max_ts, keys = _validate_entries(request)
+    if keys_required:
+        _raise_for_missing_keys(request, keys)
+    return max_ts
+
+
+def _raise_for_missing_keys(request: ProduceRequest, keys: Iterable) -> None:
+    where = f"{request.topic}-{request.partition}"
+    missing = [(i, f"Compacted topic cannot accept message without key in topic partition {where}.")
+               for i, key in enumerate(keys) if key is None]
+    if missing:
+        raise RecordErrors(missing)
+
+
+def _validate_entries(request: ProduceRequest) -> tuple[int, list]:
     try:
         entries = msgpack.unpackb(request.records, use_list=False, raw=False)
     except Exception as e:
@@ -68,10 +85,10 @@ def validate_payload(request: ProduceRequest) -> int:
             raise KafkaError(Errors.INVALID_RECORD, "a record is not [timestamp, key, value, headers]")
         if e[0] > max_ts:
             max_ts = e[0]
-    return max_ts
+    return max_ts, [e[1] for e in entries]
 
 
-def _validate_kafka_batch(request: ProduceRequest) -> int:
+def _validate_kafka_batch(request: ProduceRequest) -> tuple[int, list]:
     # As Kafka's LogValidator: the CRC and every record are checked (CORRUPT_MESSAGE), and
     # a batch a producer may not write is INVALID_RECORD.
     h, records = read_batch(request.records)
@@ -86,7 +103,7 @@ def _validate_kafka_batch(request: ProduceRequest) -> int:
     if (h.producer_id, h.producer_epoch, h.base_sequence, h.is_transactional) != (
             request.producer_id, request.producer_epoch, request.base_sequence, request.is_transactional):
         raise KafkaError(Errors.INVALID_RECORD, "the batch's producer fields differ from the request's")
-    return h.base_timestamp + max(r[1] for r in records)
+    return h.base_timestamp + max(r[1] for r in records), [r[2] for r in records]
 
 
 def stored_payload(payload: bytes, base_offset: int) -> bytes:

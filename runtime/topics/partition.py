@@ -104,7 +104,7 @@ class PartitionLog:
                              f"the batch is {len(request.records)} bytes, over max.message.bytes={limit}")
         if request.record_count <= 0:
             raise KafkaError(Errors.INVALID_RECORD, "a produce request carries at least one record")
-        max_ts = validate_payload(request)
+        max_ts = validate_payload(request, "compact" in str(self.configs["cleanup.policy"]).split(","))
         checked = self.producers.validate_append(request.producer_id, request.producer_epoch, request.base_sequence,
                                                  request.record_count, request.is_transactional,
                                                  self.log_end_offset, max_ts, verification_guard)

@@ -7,6 +7,7 @@ import pytest
 from actors import naming
 
 from tests.conftest import wait_until
+from tests.helpers import read_partition
 
 pytestmark = pytest.mark.ray
 
@@ -143,3 +144,30 @@ def test_a_transactional_offset_commit_naming_a_missing_topic_fails_there(cluste
     finally:
         consumer.close()
     assert cluster.admin().list_group_offsets("txn-commit-missing") == {}
+
+
+@pytest.mark.parametrize("one_batch", [True, False])
+def test_a_compacted_topic_refuses_records_without_key_and_takes_the_rest(cluster, bootstrap, one_batch):
+    """KIP-467 as librdkafka's 0011_produce_batch checks it: a record without a key on a
+    compacted topic fails with INVALID_RECORD; in one batch with it, the others fail as
+    _INVALID_DIFFERENT_RECORD (the record errors tell them apart); sent alone, they are written."""
+    topic = f"compacted-{one_batch}"
+    cluster.create_topic(topic, 1, {"cleanup.policy": "compact"})
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 100 if one_batch else 0,
+                            "batch.num.messages": 100 if one_batch else 1, "retries": 0})
+    outcomes = {}
+    for i in range(10):
+        producer.produce(topic, key=None if i % 5 == 0 else b"k%d" % i, value=b"v%d" % i, partition=0,
+                         on_delivery=lambda err, msg: outcomes.__setitem__(msg.value(), err and err.code()))
+        if not one_batch:
+            producer.flush(30)
+    assert producer.flush(30) == 0
+    keyless = {b"v0", b"v5"}
+    assert {v for v, code in outcomes.items() if code == ck.KafkaError.INVALID_RECORD} == keyless
+    others = {v: code for v, code in outcomes.items() if v not in keyless}
+    if one_batch:
+        assert set(others.values()) == {ck.KafkaError._INVALID_DIFFERENT_RECORD}
+        assert read_partition(cluster, topic, 0) == []
+    else:
+        assert set(others.values()) == {None}
+        assert sorted(v for _, v in read_partition(cluster, topic, 0)) == sorted(others)

@@ -1,7 +1,8 @@
 """The data log of one topic partition, without Ray: produce, fetch, list offsets, retention."""
 import pytest
 
-from runtime.errors import Errors, KafkaError
+from runtime.errors import Errors, KafkaError, RecordErrors
+from runtime.messages import error_response
 from runtime.messages.topics import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, ProduceRequest
 from runtime.topics.data import decode_entries, encode_records
 from runtime.topics.partition import PartitionLog
@@ -71,6 +72,24 @@ def test_oversized_and_malformed_batches_are_refused_and_change_nothing(tmp_path
         plog.append(ProduceRequest("t", 0, encode_records([(1, None, b"x", [])]), 2, 1), 0)
     assert e.value.error is Errors.INVALID_RECORD
     assert plog.log_end_offset == 0
+
+
+def test_a_compacted_topic_refuses_a_batch_with_a_record_without_key_naming_that_record(tmp_path):
+    """KIP-467: the batch is INVALID_RECORD and its record errors name the keyless records
+    (index in the batch), so a producer retries the others alone; nothing is written."""
+    plog = PartitionLog(str(tmp_path / "t-0"), "t", 0, {"cleanup.policy": "compact,delete"}, fsync=False)
+    payload = encode_records([(1, b"k0", b"a", []), (2, None, b"b", []), (3, b"k2", b"c", []), (4, None, b"d", [])])
+    with pytest.raises(RecordErrors) as e:
+        plog.append(ProduceRequest("t", 0, payload, 4, 4), 0)
+    assert e.value.error is Errors.INVALID_RECORD
+    assert [i for i, _ in e.value.record_errors] == [1, 3]
+    assert "Compacted topic cannot accept message without key in topic partition t-0." in e.value.record_errors[0][1]
+    assert e.value.message.startswith("One or more records have been rejected due to 2 record errors in total")
+    assert error_response(ProduceRequest("t", 0, payload, 4, 4), e.value).record_errors == e.value.record_errors
+    assert plog.log_end_offset == 0
+    assert produce(plog, [b"a", b"b"], key=b"k") == 0
+    plain = PartitionLog(str(tmp_path / "u-0"), "u", 0, fsync=False)
+    assert produce(plain, [b"a"]) == 0  # a key is needed on compacted topics only
 
 
 def test_list_offsets(tmp_path):
