@@ -32,6 +32,7 @@ TOPIC, GROUP = 2, 32
 TOPIC_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 5, 8
 # Kafka's AlterConfigOp.OpType ids.
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+LIST_TOPIC_CONFIGS = frozenset({"cleanup.policy"})  # the served topic configs Kafka types LIST
 # Kafka's DescribeConfigsResponse.ConfigType of each config served (STRING 2, INT 3, LONG 5, LIST 7).
 CONFIG_TYPES = {
     "retention.ms": 5, "retention.bytes": 5, "segment.bytes": 3, "max.message.bytes": 3, "flush.messages": 5,
@@ -178,22 +179,38 @@ async def describe_configs(gw, event) -> dict:
 
 # ------------------------------------------------------------------ IncrementalAlterConfigs
 
-def _changes(resource: dict) -> dict:
-    """The resource's operations as name -> value (SET) or None (DELETE). APPEND and
-    SUBTRACT are not served (Kafka takes them on list configs, here cleanup.policy alone):
-    INVALID_CONFIG, as Kafka answers them on any other config."""
+def _changes(resource: dict, current: dict) -> dict:
+    """The resource's operations as name -> value (SET, and APPEND or SUBTRACT on a list
+    config, from its `current` value) or None (DELETE). Kafka takes APPEND and SUBTRACT on
+    list configs only (of those shoal serves, a topic's cleanup.policy), INVALID_CONFIG on any
+    other."""
     changes = {}
     for c in resource["configs"]:
         name, op = c["name"], c["config_operation"]
         if name in changes:
             raise KafkaError(Errors.INVALID_REQUEST, f"Error due to duplicate config keys: {name}")
         if op in (APPEND, SUBTRACT):
-            raise KafkaError(Errors.INVALID_CONFIG, f"Config value append or subtract is not allowed for config "
-                                                    f"key: {name}")
+            if resource["resource_type"] != TOPIC or name not in LIST_TOPIC_CONFIGS:
+                raise KafkaError(Errors.INVALID_CONFIG, f"Config value append or subtract is not allowed for config "
+                                                        f"key: {name}")
+            values = [v for v in str(current.get(name, "")).split(",") if v]
+            given = [v.strip() for v in (c["value"] or "").split(",") if v.strip()]
+            values = values + [v for v in given if v not in values] if op == APPEND else [
+                v for v in values if v not in given]
+            changes[name] = ",".join(values)
+            continue
         if op not in (SET, DELETE):
             raise KafkaError(Errors.INVALID_REQUEST, f"Unknown alter config operation {op} for {name}")
         changes[name] = c["value"] if op == SET else None
     return changes
+
+
+async def _current_topic_configs(gw, name: str) -> dict:
+    """A topic's configs as they stand, defaults included (what APPEND and SUBTRACT start from)."""
+    topic = (await _topics(gw, [name])).get(name)
+    if topic is None:
+        raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+    return {**TOPIC_DEFAULTS, **topic.configs}
 
 
 async def _alter_topic(gw, name: str, changes: dict, validate_only: bool) -> None:
@@ -229,7 +246,9 @@ async def incremental_alter_configs(gw, event) -> dict:
                 raise KafkaError(Errors.INVALID_REQUEST, f"Unsupported resource type: {kind}")
             _raise_if_unnamed(resource)
             alter = _alter_topic if kind == TOPIC else _alter_group
-            await alter(gw, resource["resource_name"], _changes(resource), r["validate_only"])
+            lists = any(c["config_operation"] in (APPEND, SUBTRACT) for c in resource["configs"])
+            current = await _current_topic_configs(gw, resource["resource_name"]) if lists and kind == TOPIC else {}
+            await alter(gw, resource["resource_name"], _changes(resource, current), r["validate_only"])
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         results.append(out)

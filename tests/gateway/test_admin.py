@@ -24,7 +24,7 @@ from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import ConfigResourceType as KConfigResourceType
 from kafka.admin import NewPartitions as KNewPartitions
 from kafka.admin import NewTopic
-from kafka.errors import GroupIdNotFoundError, KafkaStorageError, MessageSizeTooLargeError
+from kafka.errors import GroupIdNotFoundError, InvalidRecordError, KafkaStorageError, MessageSizeTooLargeError
 from kafka.structs import OffsetAndMetadata
 from kio.serial import entity_reader, entity_writer
 
@@ -316,6 +316,27 @@ def test_describe_cluster_by_each_admin_client(bootstrap, kadmin, cadmin):
 
 # ------------------------------------------------------------------ bad input
 
+def test_cleanup_policy_is_a_list_config_that_appends_and_subtracts(cluster, cadmin):
+    """Kafka's APPEND and SUBTRACT on a list config (librdkafka's 0011_produce_batch makes a
+    topic compacted so); the leaders apply it: a record without a key is refused then."""
+    cluster.create_topic("policy", 1)
+
+    def alter(op, value):
+        done(cadmin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "policy", incremental_configs=[
+            ConfigEntry("cleanup.policy", value, incremental_operation=op)])]))
+        return topic_configs(cadmin, "policy")["cleanup.policy"]
+    assert alter(AlterConfigOpType.APPEND, "compact") == ("delete,compact", False)
+    assert alter(AlterConfigOpType.APPEND, "compact") == ("delete,compact", False)  # already there
+    assert alter(AlterConfigOpType.SUBTRACT, "delete") == ("compact", False)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, retries=0)
+    try:
+        with pytest.raises(InvalidRecordError):
+            producer.send("policy", b"no key").get(30)
+        assert producer.send("policy", b"keyed", key=b"k").get(30).offset == 0
+    finally:
+        producer.close()
+
+
 def test_bad_topic_input_gets_kafkas_errors_and_changes_nothing(cluster, cadmin):
     cluster.create_topic("steady", 2, {"retention.ms": 100000})
     before = topic_configs(cadmin, "steady")
@@ -325,7 +346,9 @@ def test_bad_topic_input_gets_kafkas_errors_and_changes_nothing(cluster, cadmin)
     assert error_code(f) == UNKNOWN_TOPIC_OR_PARTITION
     for entry in (ConfigEntry("no.such.config", "1", incremental_operation=AlterConfigOpType.SET),
                   ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET),
-                  ConfigEntry("cleanup.policy", "sometimes", incremental_operation=AlterConfigOpType.SET)):
+                  ConfigEntry("cleanup.policy", "sometimes", incremental_operation=AlterConfigOpType.SET),
+                  ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.APPEND),
+                  ConfigEntry("cleanup.policy", "sometimes", incremental_operation=AlterConfigOpType.APPEND)):
         # One invalid entry fails the resource whole: the valid one beside it is not applied.
         resource = ConfigResource(ResourceType.TOPIC, "steady", incremental_configs=[
             ConfigEntry("max.message.bytes", "4096", incremental_operation=AlterConfigOpType.SET), entry])
