@@ -383,6 +383,30 @@ class FileLog:
         self._active_index = []
         self._active_size = 0
 
+    def advance_log_start_offset(self, offset: int) -> None:
+        """DeleteRecords: the log starts at `offset` from now on (it never moves back),
+        durably when this returns; the closed segments wholly before it are deleted."""
+        self.raise_if_offline()
+
+        def move(m: Manifest) -> None:
+            m.log_start_offset = max(m.log_start_offset, offset)
+
+        active = self.active_segment
+        try:
+            manifest = update_manifest(self.directory, move, self._io)
+        except OSError as e:
+            self._go_offline(f"manifest update of a log start offset failed: {e}")
+            raise LogWriteError(e.errno or errno.EIO, f"moving the start of {self.name} failed: {e}") from e
+        self.manifest = manifest
+        self.manifest.segments[-1] = active
+        doomed = []
+        for s in self.manifest.segments[:-1]:
+            if s.end_offset is None or s.end_offset > offset:
+                break
+            doomed.append(s.file)
+        if doomed:
+            self.delete_segments(doomed)
+
     def delete_segments(self, files: list[str]) -> None:
         """Retention: delete closed segments at the head of the log; the log start offset
         moves to the first remaining segment."""

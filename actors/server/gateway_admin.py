@@ -18,12 +18,12 @@ from runtime.messages.group import (DeleteGroupsRequest, OffsetDeleteRequest, Of
                                     OffsetDeleteRequestTopic)
 from runtime.messages.share_group import AlterGroupConfigRequest, DescribeGroupConfigRequest
 from runtime.messages.topics import (AlterTopicConfigRequest, CreatePartitionsRequest, CreatePartitionsTopic,
-                                     DeleteTopicsRequest, MetadataRequest)
+                                     DeleteRecordsRequest, DeleteTopicsRequest, MetadataRequest)
 from runtime.topics.partition import DEFAULTS as TOPIC_DEFAULTS
 from runtime.wire.entities import ZERO_UUID, plain
 
 from .. import naming
-from .gateway_data import UNKNOWN_AUTHORIZED_OPERATIONS
+from .gateway_data import UNKNOWN_AUTHORIZED_OPERATIONS, partition_error
 from .gateway_groups import _coordinator_call
 
 # Kafka's ConfigResource.Type ids.
@@ -321,7 +321,33 @@ async def delete_groups(gw, event) -> dict:
     return {"throttle_time": 0, "results": [d for part in answered for d in part]}
 
 
+# ------------------------------------------------------------------ DeleteRecords
+
+async def delete_records(gw, event) -> dict:
+    """Each partition's leader moves its log start offset; a topic or partition the cluster
+    does not have is UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers."""
+    r = plain(event.request)
+    topics = await _topics(gw, [t["name"] for t in r["topics"]])
+
+    async def one(name: str, p: dict) -> dict:
+        out = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": 0}
+        topic = topics.get(name)
+        if topic is None or not any(q.partition_index == p["partition_index"] for q in topic.partitions):
+            return {**out, "error_code": Errors.UNKNOWN_TOPIC_OR_PARTITION.code}
+        try:
+            response = await gw.call(naming.partition_leader(name, p["partition_index"]), "delete_records",
+                                     DeleteRecordsRequest(name, p["partition_index"], p["offset"]))
+        except KafkaError as e:
+            return {**out, "error_code": partition_error(e)}
+        return {**out, "error_code": response.error_code, "low_watermark": response.low_watermark}
+
+    answered = [await asyncio.gather(*(one(t["name"], p) for p in t["partitions"])) for t in r["topics"]]
+    return {"throttle_time": 0, "topics": [{"name": t["name"], "partitions": list(parts)}
+                                           for t, parts in zip(r["topics"], answered)]}
+
+
 HANDLERS = {
+    21: (0, 2, delete_records),
     20: (1, 6, delete_topics),
     37: (0, 3, create_partitions),
     32: (1, 4, describe_configs),

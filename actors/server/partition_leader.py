@@ -36,8 +36,9 @@ import ray
 from runtime.errors import Errors, KafkaError
 from runtime.log import LogWriteError
 from runtime.messages.errors import error_response
-from runtime.messages.topics import (FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
-                                     MetadataRequest, ProduceRequest, ProduceResponse)
+from runtime.messages.topics import (DeleteRecordsRequest, DeleteRecordsResponse, FetchRequest, FetchResponse,
+                                     ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, ProduceRequest,
+                                     ProduceResponse)
 from runtime.messages.txn import (AddPartitionsToTxnRequest, AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
                                   WriteTxnMarkersRequest, WriteTxnMarkersResponse)
 from runtime.topics.internal import log_name
@@ -357,6 +358,17 @@ class PartitionLeaderActor:
             return self._ensure_open().list_offsets(request.timestamp, request.isolation_level)
         except KafkaError as e:
             return error_response(request, e)
+
+    async def delete_records(self, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
+        """Kafka's DeleteRecords: answered once the new log start offset is durable."""
+        try:
+            low = self._ensure_open().delete_records(request.offset)
+        except KafkaError as e:
+            return error_response(request, e)
+        except LogWriteError as e:
+            self._log_failed(e)
+            return error_response(request, KafkaError(Errors.KAFKA_STORAGE_ERROR, str(e)))
+        return DeleteRecordsResponse(self.topic, self.partition, 0, low)
 
     # ------------------------------------------------------------------ retention and lifecycle
 

@@ -244,6 +244,24 @@ class ListOffsetsResponse:
     error_message: str | None = None
 
 
+@dataclass(frozen=True)
+class DeleteRecordsRequest:
+    """Kafka's DeleteRecords for one partition: the records before `offset` go (-1: the
+    high watermark)."""
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class DeleteRecordsResponse:
+    topic: str
+    partition: int
+    error_code: int = 0
+    low_watermark: int = -1  # the log start offset after it
+    error_message: str | None = None
+
+
 # ---------------------------------------------------------------------- whole-request errors (errors.py)
 
 @answers_errors_of(CreateTopicsRequest)
@@ -273,6 +291,11 @@ def _alter_topic_config_error(request: AlterTopicConfigRequest, error: KafkaErro
 def _produce_error(request: ProduceRequest, error: KafkaError) -> ProduceResponse:
     return ProduceResponse(request.topic, request.partition, error.code, error_message=error.message,
                            record_errors=getattr(error, "record_errors", ()))
+
+
+@answers_errors_of(DeleteRecordsRequest)
+def _delete_records_error(request: DeleteRecordsRequest, error: KafkaError) -> DeleteRecordsResponse:
+    return DeleteRecordsResponse(request.topic, request.partition, error.code, error_message=error.message)
 
 
 @answers_errors_of(ListOffsetsRequest)

@@ -13,7 +13,7 @@ rebuilds the producer state from what is really there.
 """
 from __future__ import annotations
 
-from ..errors import Errors, KafkaError
+from ..errors import Errors, KafkaError, raise_if
 from ..log import ATTR_CONTROL, ATTR_TRANSACTIONAL, FileLog, LogConfig, OsIO
 from ..messages.topics import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, READ_COMMITTED,
                                AbortedTransaction, FetchedBatch, FetchResponse, ListOffsetsResponse, ProduceRequest)
@@ -231,6 +231,21 @@ class PartitionLog:
             self.log.delete_segments(doomed)
             self.producers.truncate_aborted_before(self.log_start_offset)
         return doomed
+
+    def delete_records(self, offset: int) -> int:
+        """Kafka's DeleteRecords: the records before `offset` (-1: the high watermark) are
+        gone for every reader, durably; returns the log start offset (the low watermark),
+        which never moves back. An offset past the high watermark is OFFSET_OUT_OF_RANGE."""
+        self.log.raise_if_offline()
+        hw = self.high_watermark
+        if offset == -1:
+            offset = hw
+        raise_if(offset < 0 or offset > hw, Errors.OFFSET_OUT_OF_RANGE,
+                 f"cannot delete records before {offset}: the high watermark is {hw}")
+        if offset > self.log_start_offset:
+            self.log.advance_log_start_offset(offset)
+            self.producers.truncate_aborted_before(self.log_start_offset)
+        return self.log_start_offset
 
     def close(self) -> None:
         self.log.close()

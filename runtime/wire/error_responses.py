@@ -149,6 +149,13 @@ def _create_topics(version: int, r: dict, error: KafkaError) -> dict:
     return {"topics": [{"name": t["name"]} for t in r["topics"]]}
 
 
+@_answers(21)
+def _delete_records(version: int, r: dict, error: KafkaError) -> dict:
+    return {"topics": [{"name": t["name"], "partitions": [
+        {"partition_index": p["partition_index"], "low_watermark": _NO_OFFSET} for p in t["partitions"]]}
+        for t in r["topics"]]}
+
+
 @_answers(20)
 def _delete_topics(version: int, r: dict, error: KafkaError) -> dict:
     """By name up to v5, by name or topic id from v6."""

@@ -39,6 +39,7 @@ from tests.helpers import error_code
 pytestmark = pytest.mark.ray
 
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST, INVALID_CONFIG, KAFKA_STORAGE_ERROR = 3, 42, 40, 56
+OFFSET_OUT_OF_RANGE = 1
 GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, GROUP_SUBSCRIBED_TO_TOPIC, UNSTABLE_OFFSET_COMMIT = 69, 68, 86, 88
 
 
@@ -505,3 +506,32 @@ def test_offset_fetch_require_stable_with_a_pending_transactional_commit(cluster
     for version in (7, 9):
         assert fetch(version, True)[0] == UNSTABLE_OFFSET_COMMIT
         assert fetch(version, False) == (0, 1)
+
+
+def test_records_deleted_by_each_admin_client(cluster, bootstrap, kadmin, cadmin):
+    """DeleteRecords moves each partition's log start offset: a reader from the earliest
+    offset starts there; -1 is the high watermark; past it is OFFSET_OUT_OF_RANGE and a
+    partition the cluster lacks UNKNOWN_TOPIC_OR_PARTITION, changing nothing."""
+    from confluent_kafka import TopicPartition as CTopicPartition
+    cluster.create_topic("trimmed", 2)
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    try:
+        for i in range(10):
+            producer.send("trimmed", b"v%d" % i, partition=i % 2)
+        producer.flush(30)
+    finally:
+        producer.close()
+    (f,) = cadmin.delete_records([CTopicPartition("trimmed", 0, 3)]).values()
+    assert f.result(30).low_watermark == 3
+    answer = kadmin.delete_records({TopicPartition("trimmed", 1): -1})
+    assert answer[TopicPartition("trimmed", 1)]["low_watermark"] == 5
+    futures = cadmin.delete_records([CTopicPartition("trimmed", 0, 99), CTopicPartition("untrimmed", 0, 1)])
+    assert {(tp.topic, tp.partition): error_code(f) for tp, f in futures.items()} == {
+        ("trimmed", 0): OFFSET_OUT_OF_RANGE, ("untrimmed", 0): UNKNOWN_TOPIC_OR_PARTITION}
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=2000)
+    try:
+        consumer.assign([TopicPartition("trimmed", 0), TopicPartition("trimmed", 1)])
+        assert consumer.beginning_offsets([TopicPartition("trimmed", 0)]) == {TopicPartition("trimmed", 0): 3}
+        assert sorted(m.value for m in consumer) == [b"v6", b"v8"]
+    finally:
+        consumer.close()

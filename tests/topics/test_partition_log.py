@@ -133,3 +133,29 @@ def test_reopen_keeps_every_flushed_record(tmp_path):
     plog.close()
     again = PartitionLog(d, "t", 0)
     assert fetched_values(again.fetch(0, 1 << 20)) == [b"a", b"b"]
+
+
+def test_delete_records_moves_the_log_start_durably_and_never_back(tmp_path):
+    """Kafka's DeleteRecords: the records before the offset are gone for readers (a fetch
+    there is OFFSET_OUT_OF_RANGE, earliest is the new start), after a reopen too; the closed
+    segments wholly before it are deleted; -1 is the high watermark; past it is refused."""
+    plog = PartitionLog(str(tmp_path / "t-0"), "t", 0, {"segment.bytes": 200}, fsync=False)
+    for i in range(10):
+        produce(plog, [bytes(100)], ts=i)
+    segments = len(plog.log.manifest.segments)
+    assert plog.delete_records(4) == 4
+    assert len(plog.log.manifest.segments) < segments
+    with pytest.raises(KafkaError) as e:
+        plog.fetch(3, 1 << 20)
+    assert e.value.error is Errors.OFFSET_OUT_OF_RANGE
+    assert plog.list_offsets(EARLIEST_TIMESTAMP).offset == 4
+    assert plog.delete_records(2) == 4  # never back
+    with pytest.raises(KafkaError) as e:
+        plog.delete_records(11)
+    assert e.value.error is Errors.OFFSET_OUT_OF_RANGE and plog.log_start_offset == 4
+    plog.close()
+    plog = PartitionLog(str(tmp_path / "t-0"), "t", 0, {"segment.bytes": 200}, fsync=False)
+    assert plog.log_start_offset == 4 and plog.fetch(4, 1 << 20).log_start_offset == 4
+    assert plog.delete_records(-1) == 10
+    assert plog.fetch(10, 1 << 20).batches == ()
+    assert produce(plog, [b"after"]) == 10
