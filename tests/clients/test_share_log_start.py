@@ -4,7 +4,8 @@ share partition takes the log start offset up only when a read from below it is 
 reads past it leave the start offset (the group's position) where Kafka's would be."""
 import ray
 
-from runtime.messages.topics import ListOffsetsRequest
+from actors import AcknowledgeType
+from runtime.messages.topics import DeleteRecordsRequest, ListOffsetsRequest
 from runtime.share.partition import EARLIEST_TIMESTAMP
 from tests.helpers import poll_records, share_start_offset
 from tests.conftest import wait_until
@@ -53,3 +54,30 @@ def test_the_start_offset_takes_the_log_start_offset_up_when_kafkas_does(cluster
             assert other.poll(0.2) == []
             return share_start_offset(cluster, "g-short", "short") >= log_start
         wait_until(step, timeout_s=LOCK_MS / 1000 + 30, interval_s=0, message="the start offset past the log start")
+
+
+def test_records_deleted_while_available_are_archived_not_delivered(cluster):
+    """DeleteRecords past records a share group released: the next read from them is refused
+    (OFFSET_OUT_OF_RANGE), so they are archived, never delivered again, and the start offset
+    takes the new log start (it moves on past the settled records after it with the next
+    change, as in Kafka)."""
+    cluster.create_topic("trimmed", 1)
+    with cluster.producer(linger_ms=0) as producer:
+        for i in range(10):
+            producer.send("trimmed", b"v%d" % i).get(10)
+    with cluster.share_consumer("g-trimmed", share_acknowledgement_mode="explicit", **FAST) as c:
+        c.subscribe("trimmed")
+        got = sorted(poll_records(c, 10), key=lambda r: r.offset)
+        for r in got:
+            c.acknowledge(r, AcknowledgeType.RELEASE if r.offset < 6 else AcknowledgeType.ACCEPT)
+        assert set(c.commit_sync().values()) == {None}
+        deleted = ray.get(cluster.partition_leader("trimmed", 0).delete_records.remote(
+            DeleteRecordsRequest("trimmed", 0, 6)))
+        assert (deleted.error_code, deleted.low_watermark) == (0, 6)
+
+        def step():
+            assert c.poll(0.2) == []  # 0-5 are not delivered again
+            return share_start_offset(cluster, "g-trimmed", "trimmed") >= 6
+        wait_until(step, timeout_s=30, interval_s=0, message="the start offset past the deleted records")
+        for _ in range(5):
+            assert c.poll(0.2) == []
