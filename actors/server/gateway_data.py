@@ -131,10 +131,12 @@ async def create_topics(gw, event) -> dict:
             results.append({"name": t["name"], "error_code": Errors.INVALID_REQUEST.code,
                             "error_message": "manual replica assignments are not served"})
             continue
-        creatable = CreatableTopic(t["name"], t["num_partitions"], t["replication_factor"],
+        # -1: the broker's default (KIP-464), num.partitions here.
+        partitions = t["num_partitions"] if t["num_partitions"] != -1 else int(gw.config.get("num.partitions", 1))
+        creatable = CreatableTopic(t["name"], partitions, t["replication_factor"],
                                    tuple(CreatableTopicConfig(c["name"], c["value"]) for c in t["configs"]))
         if request["validate_only"]:
-            results.append({"name": t["name"], "error_code": 0, "num_partitions": t["num_partitions"]})
+            results.append({"name": t["name"], "error_code": 0, "num_partitions": partitions})
             continue
         r = await _create_topic(gw, creatable)
         results.append({

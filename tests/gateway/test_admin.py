@@ -535,3 +535,10 @@ def test_records_deleted_by_each_admin_client(cluster, bootstrap, kadmin, cadmin
         assert sorted(m.value for m in consumer) == [b"v6", b"v8"]
     finally:
         consumer.close()
+
+
+def test_a_topic_created_with_the_brokers_default_partition_count(cluster, kadmin):
+    """CreateTopics with num_partitions -1 takes the broker's num.partitions (KIP-464)."""
+    kadmin.create_topics([NewTopic("defaulted", num_partitions=-1, replication_factor=-1)])
+    (described,) = cluster.describe_topics(["defaulted"])
+    assert described.partitions == int(cluster.config.get("num.partitions", 1))
