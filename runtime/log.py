@@ -383,6 +383,19 @@ class FileLog:
         self._active_index = []
         self._active_size = 0
 
+    def _update_manifest(self, change, what: str) -> None:
+        """`change` made to the manifest on disk (read, changed and written under its lock);
+        the writer keeps its own record of its active segment. A failure takes the log
+        offline (LogWriteError)."""
+        active = self.active_segment
+        try:
+            manifest = update_manifest(self.directory, change, self._io)
+        except OSError as e:
+            self._go_offline(f"manifest update of {what} failed: {e}")
+            raise LogWriteError(e.errno or errno.EIO, f"{what} of {self.name} failed: {e}") from e
+        self.manifest = manifest
+        self.manifest.segments[-1] = active
+
     def advance_log_start_offset(self, offset: int) -> None:
         """DeleteRecords: the log starts at `offset` from now on (it never moves back),
         durably when this returns; the closed segments wholly before it are deleted."""
@@ -391,14 +404,7 @@ class FileLog:
         def move(m: Manifest) -> None:
             m.log_start_offset = max(m.log_start_offset, offset)
 
-        active = self.active_segment
-        try:
-            manifest = update_manifest(self.directory, move, self._io)
-        except OSError as e:
-            self._go_offline(f"manifest update of a log start offset failed: {e}")
-            raise LogWriteError(e.errno or errno.EIO, f"moving the start of {self.name} failed: {e}") from e
-        self.manifest = manifest
-        self.manifest.segments[-1] = active
+        self._update_manifest(move, "moving the log start")
         doomed = []
         for s in self.manifest.segments[:-1]:
             if s.end_offset is None or s.end_offset > offset:
@@ -420,14 +426,7 @@ class FileLog:
             del m.segments[:len(files)]
             m.log_start_offset = max(m.log_start_offset, m.segments[0].base_offset)
 
-        active = self.active_segment
-        try:
-            manifest = update_manifest(self.directory, drop, self._io)
-        except OSError as e:
-            self._go_offline(f"manifest update of a retention failed: {e}")
-            raise LogWriteError(e.errno or errno.EIO, f"retention of {self.name} failed: {e}") from e
-        self.manifest = manifest
-        self.manifest.segments[-1] = active  # the writer's own record of its active segment
+        self._update_manifest(drop, "retention")
         for f in files:
             self._index.pop(f, None)
             try:
