@@ -14,10 +14,13 @@ What it verifies, per record (topic partition, offset):
     SharePartition or its share coordinator restarted (acquisitions are not persisted: the
     delivery count is a lower bound there, as KIP-932 says);
 (b) a record whose ACCEPT or REJECT was acknowledged successfully is never acquired again (no
-    delivery with a higher count, none with the same count after it), and is settled
-    successfully once;
+    delivery with a higher count, none with the same count after it, unless a SharePartition
+    restart between its delivery before and the acknowledgement may have lost a same-count
+    acquisition whose copy a consumer's buffer hands out later), and is settled successfully
+    once;
 (c) a successful RELEASE is followed by a delivery with a higher count (none with the same
-    count after it), or by the record being archived at the delivery limit;
+    count after it, with (b)'s exception), or by the record being archived at the delivery
+    limit;
 (d) once producers stop and consumers drain, every produced record ended acknowledged
     (ACCEPT or REJECT, successfully), archived at the delivery limit (its last delivery may
     be unseen: acquired for a member that died before a poll handed it out), or has an
@@ -142,6 +145,15 @@ class ShareHistory:
         # long after): a restart before the later delivery may have lost the earlier one's.
         return any(t <= at for t, _ in self.faults)
 
+    def _lost_acquisition_before(self, a: Ack, seen: list[Delivery]) -> bool:
+        """Whether a SharePartition-side restart came after the record's last delivery with a
+        lower count than the one `a` acknowledged, and before `a` was sent: a delivery of the
+        same count made by the instance before it (lost with it) may then still be handed out
+        by its member's buffer after `a`."""
+        lower = [d.at for d in seen if d.count < a.count]
+        since = max(lower) if lower else float("-inf")
+        return any(since <= t <= a.sent for t, _ in self.faults)
+
     def check(self, produced: Iterable[Key] = ()) -> list[str]:
         """The violations, each a sentence naming the record and what was seen of it."""
         with self._lock:
@@ -173,12 +185,13 @@ class ShareHistory:
         if len(settled) > 1:
             out.append(f"(b) {key} acknowledged successfully {len(settled)} times: {settled}")
         for a in settled:
-            again = [d for d in seen if d.count > a.count or (d.count == a.count and d.at > a.done)]
+            again = [d for d in seen if d.count > a.count or (
+                d.count == a.count and d.at > a.done and not self._lost_acquisition_before(a, seen))]
             if again:
                 out.append(f"(b) {key} delivered again after its {a.ack_type.name} (count {a.count}) held ({a}): "
                            f"{again}")
         for a in acks:
-            if a.ok and a.ack_type is AcknowledgeType.RELEASE:
+            if a.ok and a.ack_type is AcknowledgeType.RELEASE and not self._lost_acquisition_before(a, seen):
                 if any(d.count == a.count and d.at > a.done for d in seen):
                     out.append(f"(c) {key} delivered with count {a.count} again after its RELEASE held: {seen}")
         return out

@@ -168,4 +168,5 @@ def test_at_least_once_ledger_with_random_acknowledgements_and_crashes(cluster):
     produced = [(("f-ledger", o % partitions), o // partitions) for o in range(n)]
     assert set(history.deliveries) == set(produced)
     violations = history.check(produced)
-    assert not violations, f"seed {seed}: " + "\n".join(violations[:20])
+    story = next((history.explain(k) for k in history.deliveries if violations and str(k) in violations[0]), None)
+    assert not violations, f"seed {seed}: " + "\n".join(violations[:20]) + f"\nthe first one's story: {story}"

@@ -126,3 +126,22 @@ def test_a_refused_settling_acknowledgement_with_no_delivery_after_counts_as_not
     assert h.check([(TP, 0)]) == []
     h.delivered("b", [r(0, 2)])  # delivered again: the refusal was real, and b never settled it
     assert [v[:3] for v in h.check([(TP, 0)])] == ["(d)"]
+
+
+def test_a_same_count_copy_after_a_settled_acknowledgement_is_excused_only_across_a_restart():
+    """A consumer's buffer may hand out a delivery that a SharePartition made before it
+    restarted, after the restarted one gave the record to another member at the same count
+    and that member settled it (acquisitions are not persisted). A higher count never is."""
+    def story(fault: bool, later_count: int):
+        h = history()
+        h.delivered("a", [r(0, 1)])
+        ack(h, "a", r(0, 1), T.RELEASE)
+        if fault:
+            h.fault("share_partition")
+        h.delivered("b", [r(0, 2)])
+        ack(h, "b", r(0, 2), T.ACCEPT)
+        h.delivered("a", [r(0, later_count)])
+        return [v[:3] for v in h.check()]
+    assert story(fault=True, later_count=2) == []
+    assert {"(a)", "(b)"} <= set(story(fault=False, later_count=2))
+    assert "(b)" in story(fault=True, later_count=3)
