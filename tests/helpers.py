@@ -50,20 +50,30 @@ class Ownership(ConsumerRebalanceListener):
 
     def __init__(self, member, log):
         self.member, self.log, self.open, self.closed = member, log, {}, False
+        self.revoked = {}  # tp -> where in the log its last revocation is, until assigned again
 
     def on_partitions_assigned(self, assigned):
         if not self.closed:
             for tp in assigned:
                 self.open[tp] = time.monotonic()
+                self.revoked.pop(tp, None)
 
     def on_partitions_revoked(self, revoked, lost=False):
         for tp in revoked:
             if tp in self.open:
                 self.log.append((tp, self.member, self.open.pop(tp), time.monotonic(), lost))
+                if not lost:
+                    self.revoked[tp] = len(self.log) - 1
 
     def on_partitions_lost(self, lost):
         # The member was fenced: in Kafka's terms it stopped owning them then, and learns it
-        # only now, possibly after another member got them.
+        # only now, possibly after another member got them. A partition it was told it lost
+        # after on_partitions_revoked ran was fenced before the coordinator heard of the
+        # revocation: that ownership ended in the loss too.
+        for tp in lost:
+            at = self.revoked.pop(tp, None)
+            if at is not None and tp not in self.open:
+                self.log[at] = self.log[at][:4] + (True,)
         self.on_partitions_revoked(lost, lost=True)
 
     def close(self):

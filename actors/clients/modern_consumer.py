@@ -128,8 +128,9 @@ class ModernConsumerActor(ConsumerActorBase):
         m = self.membership
         if m.state is MemberState.FENCED:
             log.info("%s: fenced (%s): its partitions are lost; rejoining", self.client_id, error.name)
-            self._log(LOST, self.logged_owned)  # also those whose revocation is under way
-            await self._give_up(frozenset(self.positions), LOST)
+            # Lost too: those whose revocation is under way (on_partitions_revoked may not have
+            # run or finished), as Kafka's consumer loses all it has not finished giving up.
+            await self._give_up(frozenset(self.positions) | self.logged_owned, LOST)
             m.lost_done()
         elif m.state is MemberState.FATAL:
             log.error("%s: leaving the group loop: %s", self.client_id, m.fatal_error)

@@ -130,6 +130,8 @@ def test_a_member_that_does_not_revoke_in_time_is_fenced_loses_its_partitions_an
     stuck.poll(timeout_ms=100)  # the callbacks of what it took since its last poll run here
     kinds = [kind for kind, _ in listener.events]
     assert kinds[:3] == ["assigned", "revoked", "lost"]
+    # what it was revoking is lost too: the fence took it back before the revocation was told
+    assert listener.events[2] == ("lost", frozenset(ALL))
     assert "assigned" in kinds[3:] and stuck.assignment()  # rejoined with epoch 0 and got partitions again
     stuck.close()
     other.close()

@@ -386,6 +386,7 @@ class Soak:
         self.produced: dict = {}  # (partition, offset) -> value, acknowledged
         self.committed: dict = {"soak-classic": {}, "soak-848": {}}  # group -> {tp: highest acknowledged}
         self.ownership: dict = {"soak-classic": [], "soak-848": []}
+        self.started = time.monotonic()
         self.share_history = StampedShareHistory(LIMIT)
         self.bootstrap = cluster.bootstrap_servers
         self.txns = {"committed": set(), "aborted": set(), "unknown": set()}
@@ -553,8 +554,12 @@ class Soak:
                     violations.append(f"{group}: acknowledged commit {tp}@{o} lost ({offsets.get(tp)})")
         for m in self.members:
             m.close()
+        ownership_stories = {}
         for group, intervals in self.ownership.items():
-            violations += [f"{group}: {tp} owned by {a} and {b} at once" for tp, a, b in double_owners(intervals)[:10]]
+            doubles = double_owners(intervals)[:10]
+            violations += [f"{group}: {tp} owned by {a} and {b} at once" for tp, a, b in doubles]
+            for tp, _, _ in doubles[:1]:
+                ownership_stories[f"{group} {tp}"] = self._ownership_story(intervals, tp)
 
         ends = {p: max((o for q, o in log if q == p), default=-1) + 1 for p in range(PARTITIONS)}
         drainer = self.share_members[0]
@@ -629,8 +634,20 @@ class Soak:
             "client_errors": {w.name: len(w.errors) for w in workers},
             "kafka_share_member_errors": [e for m in self.kafka_share_members for e in m.errors][:10],
             "violations": violations,
-            "violation_histories": self._stories(share_violations),
+            "violation_histories": {**self._stories(share_violations), **ownership_stories},
         }
+
+    def _ownership_story(self, intervals: list, tp) -> dict:
+        """The ownership intervals of a doubly owned partition around its first overlap, with
+        the faults injected then (times in seconds since the soak started)."""
+        mine = sorted((i for i in intervals if i[0] == tp), key=lambda i: i[2])
+        first = next(i for n, i in enumerate(mine) for j in mine[n + 1:]
+                     if not i[4] and not j[4] and i[1] != j[1] and j[2] < i[3])
+        lo, hi = first[2] - 30, first[3] + 30
+        mine = [i for i in mine if i[3] >= lo and i[2] <= hi]
+        return {"intervals": [(m, round(s - self.started, 3), round(e - self.started, 3), "lost" if lost else "")
+                              for _, m, s, e, lost in mine],
+                "chaos": [(round(t - self.started, 3), kind, name) for t, kind, name in self.fault_log if lo <= t <= hi]}
 
     def _stories(self, violations: list[str], most: int = 3) -> dict:
         """The whole recorded history of the first records named by share-group violations,
