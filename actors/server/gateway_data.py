@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 
 from runtime.errors import Errors, KafkaError
-from runtime.messages.topics import (CreatableTopic, CreatableTopicConfig, CreateTopicsRequest, ListOffsetsRequest,
-                                     MetadataRequest)
+from runtime.messages.topics import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP, EARLIEST_TIMESTAMP,
+                                     LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, CreatableTopic,
+                                     CreatableTopicConfig, CreateTopicsRequest, ListOffsetsRequest, MetadataRequest)
 from runtime.messages.txn import InitProducerIdRequest
 from runtime.wire.entities import ZERO_UUID, plain
 from runtime.wire.storage import produce_request
@@ -197,8 +198,16 @@ async def produce(gw, event) -> dict | None:
 
 # ------------------------------------------------------------------ ListOffsets
 
-async def _list_one(gw, topic: str, p: dict, isolation_level: int) -> dict:
+# The first ListOffsets version that carries each special timestamp (Kafka's
+# timestampMinSupportedVersion); any other negative timestamp is unsupported at every version.
+_TIMESTAMP_MIN_VERSION = {EARLIEST_TIMESTAMP: 1, LATEST_TIMESTAMP: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8,
+                          LATEST_TIERED_TIMESTAMP: 9, EARLIEST_PENDING_UPLOAD_TIMESTAMP: 11}
+
+
+async def _list_one(gw, topic: str, p: dict, isolation_level: int, version: int) -> dict:
     out = {"partition_index": p["partition_index"], "timestamp": -1, "offset": -1, "leader_epoch": 0}
+    if p["timestamp"] < 0 and version < _TIMESTAMP_MIN_VERSION.get(p["timestamp"], version + 1):
+        return {**out, "error_code": Errors.UNSUPPORTED_VERSION.code}
     try:
         r = await gw.call(naming.partition_leader(topic, p["partition_index"]), "list_offsets",
                           ListOffsetsRequest(topic, p["partition_index"], p["timestamp"], isolation_level))
@@ -212,7 +221,8 @@ async def list_offsets(gw, event) -> dict:
     isolation = request.get("isolation_level", 0)
     topics = []
     for t in request["topics"]:
-        parts = await asyncio.gather(*(_list_one(gw, t["name"], p, isolation) for p in t["partitions"]))
+        parts = await asyncio.gather(*(_list_one(gw, t["name"], p, isolation, event.api_version)
+                                       for p in t["partitions"]))
         topics.append({"name": t["name"], "partitions": list(parts)})
     return {"throttle_time": 0, "topics": topics}
 
@@ -237,6 +247,6 @@ HANDLERS = {
     3: (0, 13, metadata),
     19: (2, 7, create_topics),
     0: (3, 13, produce),
-    2: (1, 10, list_offsets),
+    2: (1, 11, list_offsets),
     22: (0, 5, init_producer_id),
 }

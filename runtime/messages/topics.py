@@ -20,12 +20,18 @@ __all__ = [
     "MetadataRequest", "MetadataResponsePartition", "MetadataResponseTopic", "MetadataResponse",
     "ProduceRequest", "ProduceResponse", "FetchRequest", "FetchedBatch", "AbortedTransaction", "FetchResponse",
     "ListOffsetsRequest", "ListOffsetsResponse",
-    "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "READ_UNCOMMITTED", "READ_COMMITTED",
+    "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "EARLIEST_LOCAL_TIMESTAMP", "LATEST_TIERED_TIMESTAMP",
+    "EARLIEST_PENDING_UPLOAD_TIMESTAMP", "READ_UNCOMMITTED", "READ_COMMITTED",
 ]
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+# The tiered-storage sentinels (KIP-405, KIP-1005, KIP-1023). shoal keeps every log local, so
+# the local log starts at the log start and nothing is uploaded.
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from ..errors import Errors, KafkaError, raise_if
 from ..log import ATTR_CONTROL, ATTR_TRANSACTIONAL, FileLog, LogConfig, OsIO
-from ..messages.topics import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, READ_COMMITTED,
+from ..messages.topics import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP, EARLIEST_TIMESTAMP,
+                               LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, READ_COMMITTED,
                                AbortedTransaction, FetchedBatch, FetchResponse, ListOffsetsResponse, ProduceRequest)
 from .data import decode_entries, encode_control, stored_payload, validate_payload
 from .producer_state import DuplicateBatch, ProducerStateManager
@@ -177,8 +178,10 @@ class PartitionLog:
     # ------------------------------------------------------------------ list offsets
 
     def list_offsets(self, timestamp: int, isolation_level: int = 0) -> ListOffsetsResponse:
-        if timestamp == EARLIEST_TIMESTAMP:
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return ListOffsetsResponse(self.topic, self.partition, 0, -1, self.log_start_offset)
+        if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+            return ListOffsetsResponse(self.topic, self.partition, 0, -1, -1)  # no tier: none uploaded, none pending
         if timestamp == LATEST_TIMESTAMP:
             latest = self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark
             return ListOffsetsResponse(self.topic, self.partition, 0, -1, latest)

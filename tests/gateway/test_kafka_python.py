@@ -7,7 +7,9 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
+from runtime.errors import Errors
 from tests.conftest import wait_until
+from tests.gateway.raw import RawClient
 
 pytestmark = pytest.mark.ray
 
@@ -141,6 +143,46 @@ def test_list_offsets_from_the_beginning_and_the_end(cluster, bootstrap):
         assert found[tps[0]].offset == 1
     finally:
         consumer.close()
+
+
+def test_kafka_python_takes_the_gateway_for_kafka_4_2(bootstrap):
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        assert consumer.config["api_version"] == (4, 2)  # from ApiVersions: ListOffsets v11
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("timestamp,version,expected", [
+    (-4, 8, 2),    # EARLIEST_LOCAL: every log is local, so the log start
+    (-5, 9, -1),   # LATEST_TIERED: nothing is tiered
+    (-6, 11, -1),  # EARLIEST_PENDING_UPLOAD: nothing waits for an upload
+    (-3, 7, 4),    # MAX_TIMESTAMP: the record with the largest timestamp
+])
+def test_list_offsets_special_timestamps_answered_as_by_a_broker_without_tiered_storage(
+        cluster, bootstrap, timestamp, version, expected):
+    topic = f"special{-timestamp}"
+    cluster.create_topic(topic, 2)
+    produce(bootstrap, topic, 10)  # offsets 0-4 of partition 0 carry timestamps 0, 2, 4, 6, 8 past the base
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_records({TopicPartition(topic, 0): 2})
+    finally:
+        admin.close()
+    raw = RawClient(bootstrap)
+
+    def list_offset(version):
+        r = raw.request(2, version, {"replica_id": -1, "isolation_level": 0, "timeout": 5000, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                            "timestamp": timestamp}]}]})
+        (part,) = r["topics"][0]["partitions"]
+        return part["error_code"], part["offset"]
+    try:
+        assert list_offset(version) == (0, expected)
+        # a version before the one that brought the timestamp does not know it (Kafka's check)
+        assert list_offset(version - 1) == (Errors.UNSUPPORTED_VERSION.code, -1)
+    finally:
+        raw.close()
 
 
 def test_shoal_clients_and_kafka_python_read_each_other(cluster, bootstrap):
