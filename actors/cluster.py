@@ -176,8 +176,8 @@ class Cluster:
         owns_data_dir = data_dir is None
         data_dir = os.path.abspath(data_dir or tempfile.mkdtemp(prefix="shoal-"))
         namespace = f"shoal-local-{uuid.uuid4().hex[:8]}"
-        cluster = cls._deploy(namespace, data_dir, merged(config), detached=False, owns_ray=owns_ray,
-                              owns_data_dir=owns_data_dir)
+        cluster = cls._deploy(namespace, data_dir, merged(config), set(config or ()), detached=False,
+                              owns_ray=owns_ray, owns_data_dir=owns_data_dir)
         atexit.register(cluster.shutdown)
         return cluster
 
@@ -190,8 +190,8 @@ class Cluster:
             pass
         else:
             raise KafkaError(Errors.INVALID_REQUEST, f"a shoal deployment already runs in namespace {namespace!r}")
-        return cls._deploy(namespace, os.path.abspath(data_dir), merged(config), detached=True, owns_ray=False,
-                           owns_data_dir=False)
+        return cls._deploy(namespace, os.path.abspath(data_dir), merged(config), set(config or ()), detached=True,
+                           owns_ray=False, owns_data_dir=False)
 
     @classmethod
     def connect(cls, address: str = "auto", namespace: str = naming.DEFAULT_NAMESPACE) -> "Cluster":
@@ -208,8 +208,9 @@ class Cluster:
         return cls(namespace, deployment, owns_ray=False, owns_data_dir=False, owns_deployment=False)
 
     @classmethod
-    def _deploy(cls, namespace: str, data_dir: str, config: dict, *, detached: bool, owns_ray: bool,
+    def _deploy(cls, namespace: str, data_dir: str, config: dict, given: set, *, detached: bool, owns_ray: bool,
                 owns_data_dir: bool) -> "Cluster":
+        """`config`: the settings with shoal's defaults; `given`: the names the user set."""
         if config.get("listeners"):
             _check_listeners(config)
         os.makedirs(data_dir, exist_ok=True)
@@ -217,7 +218,8 @@ class Cluster:
         # every actor gets does not hold them.
         initial_users = config.pop("sasl.users", None) or {}
         config = {**config, naming.NAMESPACE_KEY: namespace}
-        deployment = {"data_dir": data_dir, "config": config, "namespace": namespace, "detached": detached}
+        deployment = {"data_dir": data_dir, "config": config, "namespace": namespace, "detached": detached,
+                      "static_config": sorted(str(k) for k in given if k != "sasl.users")}
         cluster = cls(namespace, deployment, owns_ray=owns_ray, owns_data_dir=owns_data_dir, owns_deployment=True)
         controller = remote(ControllerActor, naming.CONTROLLER, namespace, detached, config, spread=True).remote(
             data_dir, config, namespace, detached)

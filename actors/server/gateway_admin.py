@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 
 from runtime.errors import Errors, KafkaError
 from runtime.messages.group import (DeleteGroupsRequest, OffsetDeleteRequest, OffsetDeleteRequestPartition,
@@ -23,13 +24,18 @@ from runtime.topics.partition import DEFAULTS as TOPIC_DEFAULTS
 from runtime.wire.entities import ZERO_UUID, plain
 
 from .. import naming
+from ..config import DEFAULTS as CLUSTER_DEFAULTS
 from .gateway_data import UNKNOWN_AUTHORIZED_OPERATIONS, partition_error
 from .gateway_groups import _coordinator_call
 
 # Kafka's ConfigResource.Type ids.
-TOPIC, GROUP = 2, 32
+TOPIC, BROKER, GROUP = 2, 4, 32
 # Kafka's DescribeConfigsResponse.ConfigSource ids.
-TOPIC_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 5, 8
+TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4, 5, 8
+# Kafka's DescribeConfigsResponse.ConfigType ids.
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, PASSWORD = 1, 2, 3, 5, 6, 7, 9
+# Broker configs Kafka types PASSWORD: described as sensitive, with no value.
+SENSITIVE_BROKER_CONFIGS = frozenset({"ssl.keystore.key", "sasl.jaas.config"})
 # Kafka's AlterConfigOp.OpType ids.
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 LIST_TOPIC_CONFIGS = frozenset({"cleanup.policy"})  # the served topic configs Kafka types LIST
@@ -122,10 +128,12 @@ async def create_partitions(gw, event) -> dict:
 
 # ------------------------------------------------------------------ DescribeConfigs
 
-def _config_entry(name: str, value, source: int, include_synonyms: bool) -> dict:
-    text = None if value is None else str(value)
-    return {"name": name, "value": text, "read_only": False, "config_source": source, "is_sensitive": False,
-            "is_default": source == DEFAULT_CONFIG, "config_type": CONFIG_TYPES.get(name, 0), "documentation": None,
+def _config_entry(name: str, value, source: int, include_synonyms: bool, config_type: int | None = None,
+                  read_only: bool = False, sensitive: bool = False) -> dict:
+    text = None if value is None or sensitive else str(value)
+    return {"name": name, "value": text, "read_only": read_only, "config_source": source, "is_sensitive": sensitive,
+            "is_default": source == DEFAULT_CONFIG, "documentation": None,
+            "config_type": CONFIG_TYPES.get(name, 0) if config_type is None else config_type,
             "synonyms": [{"name": name, "value": text, "source": source}] if include_synonyms else []}
 
 
@@ -146,6 +154,58 @@ async def _describe_group(gw, group_id: str, include_synonyms: bool) -> list[dic
             for e in response.configs]
 
 
+def _describe_broker(gw, name: str, include_synonyms: bool) -> list[dict]:
+    """The deployment's settings as the broker's configs: those the deployment was given are
+    STATIC_BROKER_CONFIG (Kafka's server.properties), the rest of shoal's defaults
+    DEFAULT_CONFIG. None can change while the deployment runs, so every one is read-only. The
+    empty name asks for the cluster-wide dynamic defaults, which shoal has none of."""
+    if name == "":
+        return []
+    try:
+        broker_id = int(name)
+    except ValueError:
+        raise KafkaError(Errors.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
+    if broker_id != gw.node_id:
+        raise KafkaError(Errors.INVALID_REQUEST, f"Unexpected broker id, expected {gw.node_id} or empty string, "
+                                                 f"but received {name}")
+    given = set(gw.deployment.get("static_config", ()))
+    configs = {k: v for k, v in {**CLUSTER_DEFAULTS, **gw.config}.items() if k != naming.NAMESPACE_KEY}
+    # The deployment numbers its gateways, and the advertised listeners default to the
+    # listeners it was given: both come from its own settings.
+    configs["node.id"] = gw.node_id
+    given.add("node.id")
+    if configs.get("advertised.listeners") is None:
+        configs["advertised.listeners"] = configs.get("listeners")
+        if "listeners" in given:
+            given.add("advertised.listeners")
+    return [_config_entry(k, _broker_value(v), STATIC_BROKER_CONFIG if k in given else DEFAULT_CONFIG,
+                          include_synonyms, _broker_config_type(k, v), read_only=True,
+                          sensitive=k.endswith(".password") or k in SENSITIVE_BROKER_CONFIGS)
+            for k, v in sorted(configs.items())]
+
+
+def _broker_value(value) -> str | None:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
+    return None if value is None else str(value)
+
+
+def _broker_config_type(name: str, value) -> int:
+    if name.endswith(".password") or name in SENSITIVE_BROKER_CONFIGS:
+        return PASSWORD
+    if name.endswith("listeners"):
+        return LIST
+    if isinstance(value, bool):
+        return BOOLEAN
+    if isinstance(value, int):
+        return LONG if name.endswith((".ms", ".bytes")) else INT
+    if isinstance(value, float):
+        return DOUBLE
+    return STRING
+
+
 def _raise_if_unnamed(resource: dict) -> None:
     if not resource["resource_name"]:
         kind = "Topic" if resource["resource_type"] == TOPIC else "Group"
@@ -154,11 +214,14 @@ def _raise_if_unnamed(resource: dict) -> None:
 
 async def _describe_one(gw, resource: dict, include_synonyms: bool) -> list[dict]:
     kind = resource["resource_type"]
-    if kind not in (TOPIC, GROUP):
+    if kind not in (TOPIC, BROKER, GROUP):
         raise KafkaError(Errors.INVALID_REQUEST, f"Unsupported resource type: {kind}")
-    _raise_if_unnamed(resource)
-    describe = _describe_topic if kind == TOPIC else _describe_group
-    entries = await describe(gw, resource["resource_name"], include_synonyms)
+    if kind == BROKER:
+        entries = _describe_broker(gw, resource["resource_name"], include_synonyms)
+    else:
+        _raise_if_unnamed(resource)
+        describe = _describe_topic if kind == TOPIC else _describe_group
+        entries = await describe(gw, resource["resource_name"], include_synonyms)
     keys = resource["configuration_keys"]
     return [e for e in entries if e["name"] in keys] if keys else entries
 

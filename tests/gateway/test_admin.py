@@ -206,6 +206,31 @@ def test_topic_configs_described_and_altered(cluster, bootstrap, kadmin, cadmin)
         producer.close()
 
 
+def test_the_brokers_configs_described_by_each_admin_client(bootstrap, kadmin, cadmin):
+    configs = kadmin.describe_configs([KConfigResource(KConfigResourceType.BROKER, 0)], config_filter="all")
+    listeners = configs["broker"]["0"]["advertised.listeners"]
+    # set by the deployment (Kafka's server.properties), fixed while it runs
+    assert (listeners["config_source"], listeners["read_only"], listeners["value"]) == (
+        "STATIC_BROKER_CONFIG", True, "PLAINTEXT://127.0.0.1:0")
+    assert configs["broker"]["0"]["num.partitions"]["config_source"] == "DEFAULT_CONFIG"
+    (f,) = cadmin.describe_configs([ConfigResource(ResourceType.BROKER, "0")]).values()
+    entries = f.result(30)
+    assert entries["log.flush.fsync"].value == "false" and not entries["log.flush.fsync"].is_default
+    assert entries["auto.create.topics.enable"].value == "true" and entries["auto.create.topics.enable"].is_default
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("", 0),  # the cluster-wide dynamic defaults: none
+    ("x", INVALID_REQUEST),  # Kafka: "Broker id must be an integer"
+    ("7", INVALID_REQUEST),  # another broker's configs are that broker's to describe
+])
+def test_broker_config_resources_named_as_kafka_takes_them(bootstrap, name, expected):
+    (result,) = kio_call(bootstrap, 32, 4, {"resources": [{"resource_type": 4, "resource_name": name,
+                                                           "configuration_keys": None}],
+                                            "include_synonyms": False, "include_documentation": False})["results"]
+    assert (result["error_code"], result["configs"]) == (expected, [])
+
+
 def test_group_config_altered_and_described_back(cadmin, kadmin):
     resource = ConfigResource(ResourceType.GROUP, "tuned", incremental_configs=[
         ConfigEntry("consumer.session.timeout.ms", "50000", incremental_operation=AlterConfigOpType.SET)])
