@@ -28,7 +28,7 @@ from .config import merged
 from .server.controller import ControllerActor
 from .errors import to_kafka_error
 from .server.partition_leader import PartitionLeaderActor
-from .placement import current_node, remote
+from .placement import current_node, on_node, remote
 from .retry import ActorDirectory
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ _STARTING = threading.Lock()
 
 
 def start_partition_leaders(directory: ActorDirectory, deployment: dict, topic: str, topic_configs: dict,
-                            partitions) -> None:
+                            partitions, nodes: dict | None = None) -> None:
     """Start (or find) the leader actors of these partitions of a topic the controller has;
     the Cluster and the Kafka gateway's CreateTopics and CreatePartitions do.
 
@@ -82,7 +82,8 @@ def start_partition_leaders(directory: ActorDirectory, deployment: dict, topic: 
     actor ends when the handle of the process that created it is dropped, and the handle Ray
     gives for a running actor (ray.get_actor, or `get_if_exists`) does not keep it alive, so
     keeping it in place of its owner's would end the leader. Only a leader created here is
-    kept, under a lock so that two threads of one process cannot both take one for new."""
+    kept, under a lock so that two threads of one process cannot both take one for new.
+    `nodes` (partition -> Ray node) places a new leader there (a manual assignment)."""
     config = deployment["config"]
     refs = []
     for p in partitions:
@@ -92,7 +93,8 @@ def start_partition_leaders(directory: ActorDirectory, deployment: dict, topic: 
                 handle = ray.get_actor(name, namespace=deployment["namespace"])
             except ValueError:
                 handle = remote(PartitionLeaderActor, name, deployment["namespace"], deployment["detached"], config,
-                                spread=True).remote(deployment["data_dir"], topic, p, topic_configs, config)
+                                spread=True, strategy=on_node((nodes or {}).get(p))).remote(
+                    deployment["data_dir"], topic, p, topic_configs, config)
                 directory.keep(name, handle)
         refs.append(handle.ready.remote())
     ray.get(refs, timeout=120)

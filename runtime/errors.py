@@ -41,6 +41,7 @@ class Errors(enum.Enum):
     UNSUPPORTED_VERSION = (35, False)
     TOPIC_ALREADY_EXISTS = (36, False)
     INVALID_PARTITIONS = (37, False)
+    INVALID_REPLICA_ASSIGNMENT = (39, False)
     INVALID_CONFIG = (40, False)
     INVALID_REQUEST = (42, False)
     OUT_OF_ORDER_SEQUENCE_NUMBER = (45, False)

@@ -20,6 +20,7 @@ from runtime.messages.group import (DeleteGroupsRequest, OffsetDeleteRequest, Of
 from runtime.messages.share_group import AlterGroupConfigRequest, DescribeGroupConfigRequest
 from runtime.messages.topics import (AlterTopicConfigRequest, CreatePartitionsRequest, CreatePartitionsTopic,
                                      DeleteRecordsRequest, DeleteTopicsRequest, MetadataRequest)
+from runtime.topics.assignments import added_partitions_assignment
 from runtime.topics.partition import DEFAULTS as TOPIC_DEFAULTS
 from runtime.wire.entities import ZERO_UUID, plain
 
@@ -101,17 +102,26 @@ def _deleted(d) -> dict:
 # ------------------------------------------------------------------ CreatePartitions
 
 async def create_partitions(gw, event) -> dict:
-    """Leaders are started for the new partitions only; those of the existing ones run on."""
+    """Leaders are started for the new partitions only; those of the existing ones run on.
+    Manual assignments place each new partition's leader on the broker named (the node of
+    that gateway)."""
     from ..cluster import start_partition_leaders, topics_changed
     r = plain(event.request)
-    results, asked = [], []
+    before = await _topics(gw, [t["name"] for t in r["topics"]])
+    nodes = {b["node_id"]: b["ray_node"] for b in await gw.brokers.all()}
+    results, asked, placed = [], [], {}
     for t in r["topics"]:
-        if t["assignments"] is not None:
-            results.append({"name": t["name"], "error_code": Errors.INVALID_REQUEST.code,
-                            "error_message": "manual replica assignments are not served"})
-        else:
-            asked.append(CreatePartitionsTopic(t["name"], t["count"]))
-    before = await _topics(gw, [t.name for t in asked]) if asked and not r["validate_only"] else {}
+        current = before.get(t["name"])
+        # Kafka checks the assignments of an increase only; the controller refuses the rest.
+        if t["assignments"] is not None and current is not None and t["count"] > len(current.partitions):
+            try:
+                leaders = added_partitions_assignment([a["broker_ids"] for a in t["assignments"]],
+                                                      len(current.partitions), t["count"], nodes)
+            except KafkaError as e:
+                results.append({"name": t["name"], "error_code": e.code, "error_message": e.message})
+                continue
+            placed[t["name"]] = {p: nodes[b] for p, b in leaders.items()}
+        asked.append(CreatePartitionsTopic(t["name"], t["count"]))
     response = await gw.call(naming.CONTROLLER, "create_partitions",
                              CreatePartitionsRequest(tuple(asked), r["timeout"], r["validate_only"]))
     grown = [c for c in response.results if not c.error_code and not r["validate_only"]]
@@ -120,7 +130,8 @@ async def create_partitions(gw, event) -> dict:
         for c in grown:
             info = topics[c.name]
             await _in_executor(start_partition_leaders, gw.directory, gw.deployment, c.name, info.configs,
-                               range(len(before[c.name].partitions) if c.name in before else 0, len(info.partitions)))
+                               range(len(before[c.name].partitions) if c.name in before else 0, len(info.partitions)),
+                               placed.get(c.name))
         await _in_executor(topics_changed, gw.directory, gw.config)
     results.extend(dataclasses.asdict(c) for c in response.results)
     return {"throttle_time": 0, "results": results}

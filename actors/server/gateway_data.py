@@ -15,6 +15,7 @@ from runtime.messages.topics import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_PENDING_
                                      LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, CreatableTopic,
                                      CreatableTopicConfig, CreateTopicsRequest, ListOffsetsRequest, MetadataRequest)
 from runtime.messages.txn import InitProducerIdRequest
+from runtime.topics.assignments import topic_assignment
 from runtime.wire.entities import ZERO_UUID, plain
 from runtime.wire.storage import produce_request
 
@@ -112,15 +113,28 @@ async def _auto_create(gw, request, response) -> tuple[bool, dict]:
 
 # ------------------------------------------------------------------ CreateTopics
 
-async def _create_topic(gw, creatable: CreatableTopic):
+async def _create_topic(gw, creatable: CreatableTopic, nodes: dict | None = None):
     """The controller's CreateTopics result for one topic, its partition leaders started when
-    it was made."""
+    it was made (on the Ray node `nodes` names for a partition, if any)."""
     from ..cluster import start_partition_leaders
     (r,) = (await gw.call(naming.CONTROLLER, "create_topics", CreateTopicsRequest((creatable,)))).topics
     if not r.error_code:
         await asyncio.get_running_loop().run_in_executor(
-            None, start_partition_leaders, gw.directory, gw.deployment, r.name, r.configs, range(r.num_partitions))
+            None, start_partition_leaders, gw.directory, gw.deployment, r.name, r.configs, range(r.num_partitions),
+            nodes)
     return r
+
+
+async def _assigned_nodes(gw, t: dict) -> tuple[int, dict]:
+    """A CreateTopics topic's partition count and, for manual assignments, the Ray node of
+    each partition's leader."""
+    if not t["assignments"]:
+        # -1: the broker's default (KIP-464), num.partitions here.
+        return (t["num_partitions"] if t["num_partitions"] != -1 else int(gw.config.get("num.partitions", 1))), {}
+    nodes = {b["node_id"]: b["ray_node"] for b in await gw.brokers.all()}
+    leaders = topic_assignment([(a["partition_index"], a["broker_ids"]) for a in t["assignments"]],
+                               t["num_partitions"], t["replication_factor"], nodes)
+    return len(leaders), {p: nodes[b] for p, b in leaders.items()}
 
 
 async def create_topics(gw, event) -> dict:
@@ -128,18 +142,17 @@ async def create_topics(gw, event) -> dict:
     request = plain(event.request)
     results = []
     for t in request["topics"]:
-        if t["assignments"]:
-            results.append({"name": t["name"], "error_code": Errors.INVALID_REQUEST.code,
-                            "error_message": "manual replica assignments are not served"})
+        try:
+            partitions, nodes = await _assigned_nodes(gw, t)
+        except KafkaError as e:
+            results.append({"name": t["name"], "error_code": e.code, "error_message": e.message})
             continue
-        # -1: the broker's default (KIP-464), num.partitions here.
-        partitions = t["num_partitions"] if t["num_partitions"] != -1 else int(gw.config.get("num.partitions", 1))
         creatable = CreatableTopic(t["name"], partitions, t["replication_factor"],
                                    tuple(CreatableTopicConfig(c["name"], c["value"]) for c in t["configs"]))
         if request["validate_only"]:
             results.append({"name": t["name"], "error_code": 0, "num_partitions": partitions})
             continue
-        r = await _create_topic(gw, creatable)
+        r = await _create_topic(gw, creatable, nodes)
         results.append({
             "name": r.name, "topic_id": r.topic_id or ZERO_UUID,
             "error_code": r.error_code, "error_message": r.error_message, "num_partitions": r.num_partitions,

@@ -271,6 +271,38 @@ def test_partitions_added_by_each_admin_client(cluster, bootstrap, kadmin, cadmi
         producer.close()
 
 
+def test_manual_assignments_place_new_partitions_on_the_brokers_named(bootstrap, kadmin, cadmin):
+    done(cadmin.create_topics([ConfluentNewTopic("placed", 2, replica_assignment=[[0], [0]])]))
+    assert partitions_of(kadmin, "placed") == 2
+    kadmin.create_partitions({"placed": KNewPartitions(4, [[0], [0]])})
+    assert partitions_of(kadmin, "placed") == 4
+    producer = KafkaProducer(bootstrap_servers=bootstrap, retries=0)
+    try:
+        assert [producer.send("placed", b"v", partition=p).get(30).offset for p in range(4)] == [0] * 4
+    finally:
+        producer.close()
+
+
+@pytest.mark.parametrize("assignments,words", [
+    ([[0]], "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified."),
+    ([[0], [12]], "The manual partition assignment includes broker 12, but no such broker is registered."),
+    ([[0], [0, 0]], "The manual partition assignment includes the broker 0 more than once."),
+])
+def test_a_bad_manual_assignment_is_refused_and_adds_nothing(kadmin, cadmin, assignments, words):
+    topic = f"unplaced-{len(assignments[-1])}-{assignments[-1][-1]}-{len(assignments)}"
+    done(cadmin.create_topics([ConfluentNewTopic(topic, 1)]))
+    (f,) = cadmin.create_partitions([NewPartitions(topic, 3, replica_assignment=assignments)]).values()
+    with pytest.raises(Exception) as e:
+        f.result(30)
+    assert e.value.args[0].code() == Errors.INVALID_REPLICA_ASSIGNMENT.code and e.value.args[0].str() == words
+    (f,) = cadmin.create_topics([ConfluentNewTopic(topic + "-new", 2, replica_assignment=[[0], [12]])]).values()
+    with pytest.raises(Exception) as e:
+        f.result(30)
+    assert e.value.args[0].code() == Errors.INVALID_REPLICA_ASSIGNMENT.code
+    assert partitions_of(kadmin, topic) == 1
+    assert topic + "-new" not in kadmin.list_topics()
+
+
 def _grow_with_kafka_python(kadmin, cadmin, topic, count):
     kadmin.create_partitions({topic: KNewPartitions(count)})
 
