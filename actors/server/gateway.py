@@ -36,7 +36,7 @@ from runtime.wire.versions import api_versions_response, response_class
 from runtime.security.sasl import DEFAULT_MECHANISMS, SaslServer
 from runtime.share.sessions import MAX_SHARE_SESSIONS, ShareSessionCache
 
-from . import (gateway_admin, gateway_consumer_groups, gateway_data, gateway_fetch, gateway_groups,
+from . import (gateway_acls, gateway_admin, gateway_consumer_groups, gateway_data, gateway_fetch, gateway_groups,
                gateway_sasl, gateway_share, gateway_share_offsets, gateway_txn, gateway_users)
 from .coalescing import Coalescer
 from .gateway_brokers import Brokers
@@ -128,6 +128,7 @@ HANDLERS: dict[int, tuple[int, int, Handler]] = {
     **gateway_consumer_groups.HANDLERS,
     **gateway_sasl.HANDLERS,
     **gateway_users.HANDLERS,
+    **gateway_acls.HANDLERS,
 }
 VERSIONS = {api_key: (low, high) for api_key, (low, high, _) in HANDLERS.items()}
 

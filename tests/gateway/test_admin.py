@@ -16,15 +16,23 @@ from aiokafka.admin import NewPartitions as AioNewPartitions
 from aiokafka.admin.config_resource import ConfigResource as AioConfigResource
 from aiokafka.admin.config_resource import ConfigResourceType as AioConfigResourceType
 from confluent_kafka import ConsumerGroupTopicPartitions
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                   AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, ResourcePatternType,
                                    ResourceType)
 from confluent_kafka.admin import NewTopic as ConfluentNewTopic
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import ConfigResourceType as KConfigResourceType
 from kafka.admin import NewPartitions as KNewPartitions
+from kafka.admin import ACL as KACL
+from kafka.admin import ACLFilter as KACLFilter
+from kafka.admin import ACLOperation as KACLOperation
+from kafka.admin import ACLPermissionType as KACLPermissionType
 from kafka.admin import NewTopic
-from kafka.errors import GroupIdNotFoundError, InvalidRecordError, KafkaStorageError, MessageSizeTooLargeError
+from kafka.admin import ResourcePattern as KResourcePattern
+from kafka.admin import ResourceType as KResourceType
+from kafka.errors import (GroupIdNotFoundError, InvalidRecordError, KafkaStorageError, MessageSizeTooLargeError,
+                          SecurityDisabledError)
 from kafka.structs import OffsetAndMetadata
 from kio.serial import entity_reader, entity_writer
 
@@ -229,6 +237,27 @@ def test_broker_config_resources_named_as_kafka_takes_them(bootstrap, name, expe
                                                            "configuration_keys": None}],
                                             "include_synonyms": False, "include_documentation": False})["results"]
     assert (result["error_code"], result["configs"]) == (expected, [])
+
+
+def test_acls_are_refused_as_by_a_broker_with_no_authorizer(kadmin, cadmin):
+    """shoal authenticates but does not authorize: the ACL APIs answer SECURITY_DISABLED, as a
+    Kafka broker without authorizer.class.name does, to every admin client."""
+    pattern = KResourcePattern(KResourceType.TOPIC, "topic")
+    acl = KACL(principal="User:test", host="*", operation=KACLOperation.READ,
+               permission_type=KACLPermissionType.ALLOW, resource_pattern=pattern)
+    acl_filter = KACLFilter(principal=None, host="*", operation=KACLOperation.ANY,
+                            permission_type=KACLPermissionType.ANY, resource_pattern=pattern)
+    with pytest.raises(SecurityDisabledError):
+        kadmin.describe_acls(acl_filter)
+    (failed,) = kadmin.create_acls([acl])["failed"]
+    assert failed is SecurityDisabledError
+    # librdkafka reads DescribeAcls' error but hands out the (empty) bindings alone
+    assert cadmin.describe_acls(AclBindingFilter(ResourceType.TOPIC, "topic", ResourcePatternType.LITERAL, None,
+                                                 None, AclOperation.ANY, AclPermissionType.ANY)).result(30) == []
+    binding = AclBinding(ResourceType.TOPIC, "topic", ResourcePatternType.LITERAL, "User:test", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+    (f,) = cadmin.create_acls([binding]).values()
+    assert error_code(f) == Errors.SECURITY_DISABLED.code
 
 
 def test_group_config_altered_and_described_back(cadmin, kadmin):
