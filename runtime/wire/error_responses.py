@@ -169,6 +169,38 @@ def _create_partitions(version: int, r: dict, error: KafkaError) -> dict:
     return {"results": [{"name": t["name"]} for t in r["topics"]]}
 
 
+# ------------------------------------------------------------------ the cluster's shape
+
+@_answers(34)
+def _alter_replica_log_dirs(version: int, r: dict, error: KafkaError) -> dict:
+    return {"results": [{"topic_name": t["name"], "partitions": [{"partition_index": p} for p in t["partitions"]]}
+                        for d in r["dirs"] for t in d["topics"]]}
+
+
+@_answers(43)
+def _elect_leaders(version: int, r: dict, error: KafkaError) -> dict:
+    """Each partition named carries the error (and, from v1, the top level)."""
+    return {"replica_election_results": [{"topic": t["topic"], "partition_result": [
+        {"partition_id": p} for p in t["partitions"]]} for t in r["topic_partitions"] or ()]}
+
+
+@_answers(45)
+def _alter_partition_reassignments(version: int, r: dict, error: KafkaError) -> dict:
+    return {"responses": [{"name": t["name"], "partitions": [{"partition_index": p["partition_index"]}
+                                                             for p in t["partitions"]]} for t in r["topics"]]}
+
+
+@_answers(46)
+def _list_partition_reassignments(version: int, r: dict, error: KafkaError) -> dict:
+    return {"topics": [{"name": t["name"], "partitions": [{"partition_index": p} for p in t["partition_indexes"]]}
+                       for t in r["topics"] or ()]}
+
+
+@_answers(75)
+def _describe_topic_partitions(version: int, r: dict, error: KafkaError) -> dict:
+    return {"topics": [{"name": t["name"], "is_internal": False, "partitions": []} for t in r["topics"]]}
+
+
 # ------------------------------------------------------------------ configs and users
 
 @_answers(32)
