@@ -85,16 +85,17 @@ async def describe_log_dirs(gw, event) -> dict:
     Kafka leaves out a log it does not have online."""
     r = plain(event.request)
     asked = r["topics"]
-    counts = _partition_counts(await known_topics(gw, None if asked is None else [t["topic"] for t in asked]))
+    log_dir = _log_dir(gw)
+    try:
+        counts = _partition_counts(await known_topics(gw, None if asked is None else [t["topic"] for t in asked]))
+        usage = await asyncio.get_running_loop().run_in_executor(None, shutil.disk_usage, log_dir)
+    except (KafkaError, OSError) as e:  # on the dir, as Kafka answers one it cannot describe
+        code = e.code if isinstance(e, KafkaError) else Errors.KAFKA_STORAGE_ERROR.code
+        return {"throttle_time": 0, "error_code": 0, "results": [{"log_dir": log_dir, "error_code": code,
+                                                                  "topics": []}]}
     wanted = ([(t, p) for t, n in sorted(counts.items()) for p in range(n)] if asked is None else
               sorted({(t["topic"], p) for t in asked for p in t["partitions"] if 0 <= p < counts.get(t["topic"], 0)}))
     sizes = await _hosted_sizes(gw, wanted)
-    log_dir = _log_dir(gw)
-    try:
-        usage = await asyncio.get_running_loop().run_in_executor(None, shutil.disk_usage, log_dir)
-    except OSError:
-        return {"throttle_time": 0, "error_code": 0, "results": [
-            {"log_dir": log_dir, "error_code": Errors.KAFKA_STORAGE_ERROR.code, "topics": []}]}
     topics: dict[str, list] = {}
     for (topic, p), size in sizes.items():
         topics.setdefault(topic, []).append({"partition_index": p, "partition_size": size, "offset_lag": 0,
