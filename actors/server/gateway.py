@@ -5,8 +5,8 @@ It is a translator, not a second broker: runtime.wire decides everything about t
 (frames, headers, versions, what closes a connection) and this shell only reads, writes and
 turns each request into calls on the actors shoal's own clients use (the controller,
 partition leaders, group and transaction coordinators), in actors/server/gateway_data.py,
-actors/server/gateway_groups.py, actors/server/gateway_consumer_groups.py, actors/server/gateway_admin.py
-and the other gateway_* modules. There is one gateway per Ray node, each a broker to Kafka
+actors/server/gateway_groups.py, actors/server/gateway_consumer_groups.py, actors/server/gateway_admin.py,
+actors/server/gateway_cluster.py and the other gateway_* modules. There is one gateway per Ray node, each a broker to Kafka
 clients (actors/server/gateway_brokers.py says which serves what). Small requests many
 connections send one coordinator (heartbeats, commits) are coalesced into one Ray call
 (actors/server/coalescing.py).
@@ -36,8 +36,8 @@ from runtime.wire.versions import api_versions_response, response_class
 from runtime.security.sasl import DEFAULT_MECHANISMS, SaslServer
 from runtime.share.sessions import MAX_SHARE_SESSIONS, ShareSessionCache
 
-from . import (gateway_acls, gateway_admin, gateway_consumer_groups, gateway_data, gateway_fetch, gateway_groups,
-               gateway_sasl, gateway_share, gateway_share_offsets, gateway_txn, gateway_users)
+from . import (gateway_acls, gateway_admin, gateway_cluster, gateway_consumer_groups, gateway_data, gateway_fetch,
+               gateway_groups, gateway_sasl, gateway_share, gateway_share_offsets, gateway_txn, gateway_users)
 from .coalescing import Coalescer
 from .gateway_brokers import Brokers
 from .gateway_context import CONNECTION, LISTENER
@@ -124,6 +124,7 @@ HANDLERS: dict[int, tuple[int, int, Handler]] = {
     **gateway_share.HANDLERS,
     **gateway_txn.HANDLERS,
     **gateway_admin.HANDLERS,
+    **gateway_cluster.HANDLERS,
     **gateway_share_offsets.HANDLERS,
     **gateway_consumer_groups.HANDLERS,
     **gateway_sasl.HANDLERS,

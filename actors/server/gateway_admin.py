@@ -19,14 +19,14 @@ from runtime.messages.group import (DeleteGroupsRequest, OffsetDeleteRequest, Of
                                     OffsetDeleteRequestTopic)
 from runtime.messages.share_group import AlterGroupConfigRequest, DescribeGroupConfigRequest
 from runtime.messages.topics import (AlterTopicConfigRequest, CreatePartitionsRequest, CreatePartitionsTopic,
-                                     DeleteRecordsRequest, DeleteTopicsRequest, MetadataRequest)
+                                     DeleteRecordsRequest, DeleteTopicsRequest)
 from runtime.topics.assignments import added_partitions_assignment
 from runtime.topics.partition import DEFAULTS as TOPIC_DEFAULTS
 from runtime.wire.entities import ZERO_UUID, plain
 
 from .. import naming
 from ..config import DEFAULTS as CLUSTER_DEFAULTS
-from .gateway_data import UNKNOWN_AUTHORIZED_OPERATIONS, partition_error
+from .gateway_data import UNKNOWN_AUTHORIZED_OPERATIONS, known_topics, partition_error
 from .gateway_groups import _coordinator_call
 
 # Kafka's ConfigResource.Type ids.
@@ -52,12 +52,6 @@ CONFIG_TYPES = {
 BROKERS_ENDPOINT = 1
 
 
-async def _topics(gw, names) -> dict:
-    """name -> MetadataResponseTopic of those of `names` that exist (None: every topic)."""
-    response = await gw.call(naming.CONTROLLER, "metadata", MetadataRequest(None if names is None else tuple(names)))
-    return {t.name: t for t in response.topics if not t.error_code}
-
-
 def _in_executor(fn, *args):
     return asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
@@ -69,7 +63,7 @@ async def delete_topics(gw, event) -> dict:
     from ..cluster import delete_partition_leaders, topics_changed
     r = plain(event.request)
     wanted = ([{"name": n, "topic_id": None} for n in r["topic_names"]] if event.api_version < 6 else r["topics"])
-    known = await _topics(gw, None)
+    known = await known_topics(gw, None)
     by_id = {t.topic_id: name for name, t in known.items()}
     refused, names = {}, []
     for i, w in enumerate(wanted):
@@ -107,7 +101,7 @@ async def create_partitions(gw, event) -> dict:
     that gateway)."""
     from ..cluster import start_partition_leaders, topics_changed
     r = plain(event.request)
-    before = await _topics(gw, [t["name"] for t in r["topics"]])
+    before = await known_topics(gw, [t["name"] for t in r["topics"]])
     nodes = {b["node_id"]: b["ray_node"] for b in await gw.brokers.all()}
     results, asked, placed = [], [], {}
     for t in r["topics"]:
@@ -126,7 +120,7 @@ async def create_partitions(gw, event) -> dict:
                              CreatePartitionsRequest(tuple(asked), r["timeout"], r["validate_only"]))
     grown = [c for c in response.results if not c.error_code and not r["validate_only"]]
     if grown:
-        topics = await _topics(gw, [c.name for c in grown])
+        topics = await known_topics(gw, [c.name for c in grown])
         for c in grown:
             info = topics[c.name]
             await _in_executor(start_partition_leaders, gw.directory, gw.deployment, c.name, info.configs,
@@ -149,7 +143,7 @@ def _config_entry(name: str, value, source: int, include_synonyms: bool, config_
 
 
 async def _describe_topic(gw, name: str, include_synonyms: bool) -> list[dict]:
-    topic = (await _topics(gw, [name])).get(name)
+    topic = (await known_topics(gw, [name])).get(name)
     if topic is None:
         raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
     return [_config_entry(k, topic.configs[k], TOPIC_CONFIG, include_synonyms) if k in topic.configs
@@ -281,7 +275,7 @@ def _changes(resource: dict, current: dict) -> dict:
 
 async def _current_topic_configs(gw, name: str) -> dict:
     """A topic's configs as they stand, defaults included (what APPEND and SUBTRACT start from)."""
-    topic = (await _topics(gw, [name])).get(name)
+    topic = (await known_topics(gw, [name])).get(name)
     if topic is None:
         raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
     return {**TOPIC_DEFAULTS, **topic.configs}
@@ -294,7 +288,7 @@ async def _alter_topic(gw, name: str, changes: dict, validate_only: bool) -> Non
         raise KafkaError(Errors.for_code(response.error_code), response.error_message)
     if validate_only:
         return
-    topic = (await _topics(gw, [name]))[name]
+    topic = (await known_topics(gw, [name]))[name]
     # The leaders apply the new values now; one that is away asks the controller for them
     # when Ray restarts it (actors/server/partition_leader.py).
     await asyncio.gather(*(gw.call(naming.partition_leader(name, p.partition_index), "alter_configs", response.configs)
@@ -351,7 +345,7 @@ async def offset_delete(gw, event) -> dict:
     """Offsets of topics the cluster does not have (or partitions past their count) are
     UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers them; the rest go to the coordinator."""
     r = plain(event.request)
-    known = await _topics(gw, [t["name"] for t in r["topics"]])
+    known = await known_topics(gw, [t["name"] for t in r["topics"]])
     asked, unknown = [], []
     for t in r["topics"]:
         count = len(known[t["name"]].partitions) if t["name"] in known else 0
@@ -401,7 +395,7 @@ async def delete_records(gw, event) -> dict:
     """Each partition's leader moves its log start offset; a topic or partition the cluster
     does not have is UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers."""
     r = plain(event.request)
-    topics = await _topics(gw, [t["name"] for t in r["topics"]])
+    topics = await known_topics(gw, [t["name"] for t in r["topics"]])
 
     async def one(name: str, p: dict) -> dict:
         out = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": 0}

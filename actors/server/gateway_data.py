@@ -33,6 +33,29 @@ def partition_error(e: KafkaError) -> int:
     return e.code
 
 
+# ------------------------------------------------------------------ topics and their leaders
+
+async def known_topics(gw, names) -> dict:
+    """name -> MetadataResponseTopic of those of `names` that exist (None: every topic)."""
+    response = await gw.call(naming.CONTROLLER, "metadata", MetadataRequest(None if names is None else tuple(names)))
+    return {t.name: t for t in response.topics if not t.error_code}
+
+
+async def leader_ids(gw, partitions) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> the broker id of its leader: the gateway on the node of its
+    partition-leader actor (gateway_brokers)."""
+    partitions = list(partitions)
+    leaders = await asyncio.gather(*(gw.brokers.for_actor(naming.partition_leader(t, p)) for t, p in partitions))
+    return {tp: b["node_id"] for tp, b in zip(partitions, leaders)}
+
+
+def one_replica(leader: int) -> dict:
+    """A partition's replicas as Kafka describes them, shoal keeping one: its leader's, in
+    sync, at epoch 0 (leaders are never elected)."""
+    return {"leader_id": leader, "leader_epoch": 0, "replica_nodes": [leader], "isr_nodes": [leader],
+            "offline_replicas": []}
+
+
 # ------------------------------------------------------------------ Metadata
 
 async def metadata(gw, event) -> dict:
@@ -64,14 +87,11 @@ async def metadata(gw, event) -> dict:
         gw.topic_ids.learn(response.topics)
     brokers = await gw.brokers.all()
     controller = await gw.brokers.for_actor(naming.CONTROLLER)
-    leaders = await asyncio.gather(*(gw.brokers.for_actor(naming.partition_leader(t.name, p.partition_index))
-                                     for t in response.topics for p in t.partitions))
-    leader_ids = iter(b["node_id"] for b in leaders)
+    leaders = await leader_ids(gw, ((t.name, p.partition_index) for t in response.topics for p in t.partitions))
 
-    def partition(p) -> dict:
-        leader = next(leader_ids)
-        return {"error_code": p.error_code, "partition_index": p.partition_index, "leader_id": leader,
-                "leader_epoch": 0, "replica_nodes": [leader], "isr_nodes": [leader], "offline_replicas": []}
+    def partition(t, p) -> dict:
+        return {"error_code": p.error_code, "partition_index": p.partition_index,
+                **one_replica(leaders[t.name, p.partition_index])}
 
     return {
         "throttle_time": 0, "error_code": 0, "cluster_id": gw.namespace, "controller_id": controller["node_id"],
@@ -80,7 +100,7 @@ async def metadata(gw, event) -> dict:
         "topics": [{
             "error_code": refused.get(t.name, t.error_code), "name": t.name, "topic_id": t.topic_id or ZERO_UUID,
             "is_internal": False, "topic_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS,
-            "partitions": [partition(p) for p in t.partitions],
+            "partitions": [partition(t, p) for p in t.partitions],
         } for t in response.topics] + [{
             "error_code": Errors.UNKNOWN_TOPIC_ID.code, "name": None, "topic_id": i, "is_internal": False,
             "topic_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS, "partitions": []} for i in unknown_ids],

@@ -17,7 +17,7 @@ from runtime.messages.topics import LATEST_TIMESTAMP, ListOffsetsRequest
 from runtime.wire.entities import ZERO_UUID, plain
 
 from .. import naming, share_offsets
-from .gateway_admin import _topics
+from .gateway_data import known_topics
 from .gateway_share import _group_coordinator
 
 UNKNOWN_PARTITION = Errors.UNKNOWN_TOPIC_OR_PARTITION.code
@@ -47,7 +47,7 @@ async def _describe_group(gw, group: dict) -> dict:
         out.update(error_code=Errors.INVALID_GROUP_ID.code, error_message="empty group id")
         return out
     asked = group["topics"]  # None: every topic the group has state on
-    known = await _topics(gw, None if asked is None else [t["topic_name"] for t in asked])
+    known = await known_topics(gw, None if asked is None else [t["topic_name"] for t in asked])
     wanted = ({t["topic_name"]: t["partitions"] for t in asked} if asked is not None
               else {name: range(len(t.partitions)) for name, t in known.items()})
     partitions = [(name, known[name].topic_id, p) for name, ps in wanted.items() if name in known
@@ -104,7 +104,7 @@ async def _restart(gw, group_id: str, offsets: dict) -> tuple[int, str | None]:
 
 async def alter_share_group_offsets(gw, event) -> dict:
     r = plain(event.request)
-    known = await _topics(gw, [t["topic_name"] for t in r["topics"]])
+    known = await known_topics(gw, [t["topic_name"] for t in r["topics"]])
     offsets: dict[str, dict[int, int]] = {}
     results = []
     for t in r["topics"]:
@@ -133,7 +133,7 @@ async def alter_share_group_offsets(gw, event) -> dict:
 
 async def delete_share_group_offsets(gw, event) -> dict:
     r = plain(event.request)
-    known = await _topics(gw, [t["topic_name"] for t in r["topics"]])
+    known = await known_topics(gw, [t["topic_name"] for t in r["topics"]])
     forget = {name: {p: share_offsets.UNKNOWN for p in range(len(known[name].partitions))}
               for name in (t["topic_name"] for t in r["topics"]) if name in known}
     code, message = await _restart(gw, r["group_id"], forget)

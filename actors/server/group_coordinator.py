@@ -303,6 +303,10 @@ class GroupCoordinatorActor(ShardHost):
         return await self._answer(request, lambda s: DescribeGroupConfigResponse(
             request.group_id, configs=tuple(s.describe_group_config(request.group_id))), read=True)
 
+    async def configured_group_ids(self) -> list[str]:
+        """The groups of this coordinator with a config of their own (ListConfigResources)."""
+        return await self._read(lambda s: s.configured_group_ids())
+
     async def _push_share_configs(self, group_id: str) -> None:
         """The group's share.* configs go to its live SharePartitions (new ones read them
         when they load)."""

@@ -184,7 +184,8 @@ class PartitionLeaderActor:
         state = "offline" if p is not None and p.offline else "active" if p else "initial"
         return {"name": f"{self.topic}-{self.partition}", "state": state, "error": self._open_error,
                 "log_start_offset": p.log_start_offset if p else None,
-                "high_watermark": p.high_watermark if p else None, "pid": os.getpid(), "node_id": current_node()}
+                "high_watermark": p.high_watermark if p else None, "size": p.size if p else None,
+                "pid": os.getpid(), "node_id": current_node()}
 
     # ------------------------------------------------------------------ produce
 

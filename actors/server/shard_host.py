@@ -222,6 +222,8 @@ class ShardHost:
             "loaded_records": p.records if p else 0,
             "load_time_ms": self.load_time_ms,
             "pending_records": self.runtime.pending_records,
+            # Every record below it is durable: Kafka's high watermark of the shard's log.
+            "high_watermark": self.runtime.last_committed_offset,
             "pid": os.getpid(),
             "node_id": current_node(),
         }

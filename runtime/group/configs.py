@@ -120,6 +120,10 @@ class GroupConfigManager:
             return overrides[name]
         return self.default(name)
 
+    def group_ids(self) -> list[str]:
+        """The groups with a config of their own (Kafka's GroupConfigManager.groupIds)."""
+        return sorted(self.configs)
+
     def describe_group_config(self, group_id: str) -> list[GroupConfigEntry]:
         raise_if(not group_id, Errors.INVALID_GROUP_ID, "empty group id")
         overrides = self.configs.get(group_id, {})

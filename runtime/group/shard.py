@@ -184,6 +184,10 @@ class GroupCoordinatorShard(CoordinatorShard):
         """A read: a GroupConfigEntry per group config, the group's value or the default."""
         return self.configs.describe_group_config(group_id)
 
+    def configured_group_ids(self) -> list[str]:
+        """A read: the groups with a config of their own."""
+        return self.configs.group_ids()
+
     # ------------------------------------------------------------------ offsets
 
     def offset_commit(self, request: OffsetCommitRequest, now_ms: int) -> Result:

@@ -45,6 +45,15 @@ class TopicInfo:
 
 
 def validate_topic_name(name: str) -> None:
+    """A name a user may create a topic under: legal (raise_if_illegal_topic_name) and not
+    an internal topic's."""
+    raise_if_illegal_topic_name(name)
+    if is_internal(name):
+        raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"topic names starting with '__' are internal: {name!r}")
+
+
+def raise_if_illegal_topic_name(name: str) -> None:
+    """Kafka's Topic.validate: INVALID_TOPIC_EXCEPTION for a name no topic can have."""
     if not name or name in (".", ".."):
         raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is illegal")
     if len(name) > MAX_TOPIC_NAME_LENGTH:
@@ -52,8 +61,6 @@ def validate_topic_name(name: str) -> None:
     if not _LEGAL_TOPIC.match(name):
         raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION,
                          f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'")
-    if is_internal(name):
-        raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"topic names starting with '__' are internal: {name!r}")
 
 
 def validate_topic_configs(configs: dict) -> dict:

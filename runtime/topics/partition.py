@@ -75,6 +75,11 @@ class PartitionLog:
         return self.log.log_start_offset
 
     @property
+    def size(self) -> int:
+        """Bytes of the log's segments (Kafka's UnifiedLog.size), the active one included."""
+        return sum(s.size for s in self.log.manifest.segments)
+
+    @property
     def last_stable_offset(self) -> int:
         """read_committed consumers see the log below this offset: the high watermark, or
         the first offset of the oldest transaction still open, or ended by a marker the high
@@ -221,7 +226,7 @@ class PartitionLog:
         retention_ms = int(self.configs["retention.ms"])
         retention_bytes = int(self.configs["retention.bytes"])
         segments = self.log.manifest.segments
-        total = sum(s.size for s in segments)
+        total = self.size
         doomed = []
         for seg in segments[:-1]:  # never the active segment
             expired = retention_ms >= 0 and now_ms - seg.max_timestamp > retention_ms

@@ -31,9 +31,10 @@ Builder = Callable[[int, dict, KafkaError], "dict | None"]
 _BUILDERS: dict[int, Builder] = {}
 
 # APIs whose responses list items with errors, which Kafka answers with the top-level error
-# alone: LeaveGroup, OffsetDelete, ShareFetch, ShareAcknowledge, DeleteShareGroupOffsets, and
-# Fetch from v13 and AddPartitionsToTxn from v4 (their builders say so by version).
-TOP_LEVEL_ONLY = frozenset({13, 47, 78, 79, 92})
+# alone: LeaveGroup, OffsetDelete, DescribeQuorum, ShareFetch, ShareAcknowledge,
+# DeleteShareGroupOffsets, and Fetch from v13, AddPartitionsToTxn from v4 and DescribeLogDirs
+# (their builders say so by version).
+TOP_LEVEL_ONLY = frozenset({13, 47, 55, 78, 79, 92})
 
 _EMPTY = {"string": "", "bytes": b"", "records": b"", "bool": False, "uuid": ZERO_UUID}
 _NO_OFFSET = -1
@@ -167,6 +168,46 @@ def _delete_topics(version: int, r: dict, error: KafkaError) -> dict:
 @_answers(37)
 def _create_partitions(version: int, r: dict, error: KafkaError) -> dict:
     return {"results": [{"name": t["name"]} for t in r["topics"]]}
+
+
+# ------------------------------------------------------------------ the cluster's shape
+
+@_answers(34)
+def _alter_replica_log_dirs(version: int, r: dict, error: KafkaError) -> dict:
+    return {"results": [{"topic_name": t["name"], "partitions": [{"partition_index": p} for p in t["partitions"]]}
+                        for d in r["dirs"] for t in d["topics"]]}
+
+
+@_answers(35)
+def _describe_log_dirs(version: int, r: dict, error: KafkaError) -> dict:
+    """At the top from v3; v1-2 have no field for it and Kafka's answer is an empty list. The
+    gateway answers its own failures on the log dir (as Kafka answers a dir it cannot
+    describe), so only a fault of the gateway itself is answered here."""
+    return {"results": []}
+
+
+@_answers(43)
+def _elect_leaders(version: int, r: dict, error: KafkaError) -> dict:
+    """Each partition named carries the error (and, from v1, the top level)."""
+    return {"replica_election_results": [{"topic": t["topic"], "partition_result": [
+        {"partition_id": p} for p in t["partitions"]]} for t in r["topic_partitions"] or ()]}
+
+
+@_answers(45)
+def _alter_partition_reassignments(version: int, r: dict, error: KafkaError) -> dict:
+    return {"responses": [{"name": t["name"], "partitions": [{"partition_index": p["partition_index"]}
+                                                             for p in t["partitions"]]} for t in r["topics"]]}
+
+
+@_answers(46)
+def _list_partition_reassignments(version: int, r: dict, error: KafkaError) -> dict:
+    return {"topics": [{"name": t["name"], "partitions": [{"partition_index": p} for p in t["partition_indexes"]]}
+                       for t in r["topics"] or ()]}
+
+
+@_answers(75)
+def _describe_topic_partitions(version: int, r: dict, error: KafkaError) -> dict:
+    return {"topics": [{"name": t["name"], "is_internal": False, "partitions": []} for t in r["topics"]]}
 
 
 # ------------------------------------------------------------------ configs and users
