@@ -18,6 +18,7 @@ import shutil
 import time
 
 from runtime.errors import Errors, KafkaError
+from runtime.topics.assignments import check_replicas
 from runtime.topics.internal import CLUSTER_METADATA_TOPIC
 from runtime.topics.metadata import raise_if_illegal_topic_name
 from runtime.wire.entities import ZERO_UUID, plain
@@ -235,7 +236,7 @@ def _raise_if_not_kept(topic: str, p: dict, counts: dict, brokers: set, leaders:
         raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{partition}.")
     if replicas is None:
         raise KafkaError(Errors.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
-    _raise_if_invalid_assignment(replicas, brokers)
+    check_replicas(replicas, brokers, None)
     if not allow_rf_change and len(replicas) != 1:
         raise KafkaError(Errors.INVALID_REPLICATION_FACTOR,
                          f"The replication factor is changed from 1 to {len(replicas)}")
@@ -245,22 +246,6 @@ def _raise_if_not_kept(topic: str, p: dict, counts: dict, brokers: set, leaders:
                          f"shoal keeps one replica of each partition, on its leader's broker ({leader}), and cannot "
                          f"move a partition's log to another broker or add replicas: {topic}:{partition} can only "
                          f"be assigned [{leader}]")
-
-
-def _raise_if_invalid_assignment(replicas: list[int], brokers: set) -> None:
-    """Kafka's validateManualPartitionAssignment."""
-    if not replicas:
-        raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
-                         "The manual partition assignment includes an empty replica list.")
-    previous = None
-    for broker in sorted(replicas):
-        if broker not in brokers:
-            raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes broker "
-                                                                f"{broker}, but no such broker is registered.")
-        if broker == previous:
-            raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes the broker "
-                                                                f"{broker} more than once.")
-        previous = broker
 
 
 async def list_partition_reassignments(gw, event) -> dict:
