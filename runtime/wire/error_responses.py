@@ -210,6 +210,20 @@ def _describe_topic_partitions(version: int, r: dict, error: KafkaError) -> dict
     return {"topics": [{"name": t["name"], "is_internal": False, "partitions": []} for t in r["topics"]]}
 
 
+# ------------------------------------------------------------------ ACLs
+
+@_answers(30)
+def _create_acls(version: int, r: dict, error: KafkaError) -> dict:
+    """A result per creation, in the request's order (a result names nothing else)."""
+    return {"results": [{} for _ in r["creations"]]}
+
+
+@_answers(31)
+def _delete_acls(version: int, r: dict, error: KafkaError) -> dict:
+    """A result per filter, in the request's order."""
+    return {"filter_results": [{} for _ in r["filters"]]}
+
+
 # ------------------------------------------------------------------ configs and users
 
 @_answers(32)

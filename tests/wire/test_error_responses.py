@@ -19,7 +19,7 @@ A, B = "0b1e4f5c-6d7e-4a8b-9c0d-1e2f3a4b5c6d", "1c2f5a6d-7e8f-4b9c-8d1e-2f3a4b5c
 
 # Fields that name the item an entry answers for.
 KEYS = ("name", "topic", "topic_name", "topic_id", "group_id", "key", "user", "transactional_id", "resource_name",
-        "index", "partition_index")
+        "index", "partition_index", "partition_id")
 ERROR_FIELDS = ("error_code", "partition_error_code")
 
 
@@ -60,6 +60,10 @@ def on(*items):
 def records():
     return [{"index": 0, "records": b""}, {"index": 1, "records": b""}]
 
+
+ACL = {"resource_type": 2, "resource_name": "a", "resource_pattern_type": 3, "principal": "User:x", "host": "*",
+       "operation": 3, "permission_type": 3, "resource_type_filter": 2, "resource_name_filter": "a",
+       "pattern_type_filter": 3, "principal_filter": None, "host_filter": None}
 
 # api key -> (request, the items that carry the error at `version` (None: the top-level error alone))
 CASES = {
@@ -110,6 +114,19 @@ CASES = {
     28: ({"transactional_id": "t", "group_id": "g", "producer_id": 1, "producer_epoch": 0, "topics": [
         {"name": "a", "partitions": [{"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]}]},
         lambda v: on(("a", 0))),
+    30: ({"creations": [ACL, ACL]}, lambda v: []),  # results name nothing: see the ACL test below
+    31: ({"filters": [ACL]}, lambda v: []),
+    34: ({"dirs": [{"path": "/d", "topics": [{"name": "a", "partitions": [0, 1]}]}]},
+         lambda v: on(("a", 0), ("a", 1))),
+    35: ({"topics": [{"topic": "a", "partitions": [0]}]}, lambda v: None if v >= 3 else []),
+    43: ({"election_type": 0, "topic_partitions": [{"topic": "a", "partitions": [0, 1]}], "timeout": 1000},
+         lambda v: on(("a", 0), ("a", 1))),
+    45: ({"timeout": 1000, "allow_replication_factor_change": True, "topics": [
+        {"name": "a", "partitions": [{"partition_index": 0, "replicas": [0]}]}]},
+        lambda v: on(("a", 0))),
+    46: ({"timeout": 1000, "topics": [{"name": "a", "partition_indexes": [0]}]}, lambda v: None),
+    75: ({"topics": [{"name": "a"}, {"name": "b"}], "response_partition_limit": 10, "cursor": None},
+         lambda v: on(("a",), ("b",))),
     32: ({"resources": [{"resource_type": 2, "resource_name": "a", "configuration_keys": None},
                         {"resource_type": 32, "resource_name": "g", "configuration_keys": ["x"]}],
           "include_synonyms": False},
@@ -157,6 +174,13 @@ def test_each_item_the_request_named_carries_the_error(api_key, version):
         assert out["items"] == [] and out["error_code"] == CODE
     else:
         assert out["items"] == items
+
+
+@pytest.mark.parametrize("api_key,results", [(30, "results"), (31, "filter_results")])
+def test_each_acl_creation_and_filter_carries_the_error(api_key, results):
+    for _, version in versions(api_key):
+        out = answer(api_key, version, CASES[api_key][0])
+        assert [r["error_code"] for r in out[results]] == [CODE] * len(next(iter(CASES[api_key][0].values())))
 
 
 def test_kafkas_values_beside_the_error():
