@@ -30,7 +30,7 @@ from .gateway_data import UNKNOWN_AUTHORIZED_OPERATIONS, known_topics, partition
 from .gateway_groups import _coordinator_call
 
 # Kafka's ConfigResource.Type ids.
-TOPIC, BROKER, GROUP = 2, 4, 32
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 # Kafka's DescribeConfigsResponse.ConfigSource ids.
 TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4, 5, 8
 # Kafka's DescribeConfigsResponse.ConfigType ids.
@@ -102,12 +102,12 @@ async def create_partitions(gw, event) -> dict:
     from ..cluster import start_partition_leaders, topics_changed
     r = plain(event.request)
     before = await known_topics(gw, [t["name"] for t in r["topics"]])
-    nodes = {b["node_id"]: b["ray_node"] for b in await gw.brokers.all()}
     results, asked, placed = [], [], {}
     for t in r["topics"]:
         current = before.get(t["name"])
         # Kafka checks the assignments of an increase only; the controller refuses the rest.
         if t["assignments"] is not None and current is not None and t["count"] > len(current.partitions):
+            nodes = await gw.brokers.ray_nodes()
             try:
                 leaders = added_partitions_assignment([a["broker_ids"] for a in t["assignments"]],
                                                       len(current.partitions), t["count"], nodes)
@@ -185,7 +185,7 @@ def _describe_broker(gw, name: str, include_synonyms: bool) -> list[dict]:
             given.add("advertised.listeners")
     return [_config_entry(k, _broker_value(v), STATIC_BROKER_CONFIG if k in given else DEFAULT_CONFIG,
                           include_synonyms, _broker_config_type(k, v), read_only=True,
-                          sensitive=k.endswith(".password") or k in SENSITIVE_BROKER_CONFIGS)
+                          sensitive=_sensitive(k))
             for k, v in sorted(configs.items())]
 
 
@@ -197,8 +197,12 @@ def _broker_value(value) -> str | None:
     return None if value is None else str(value)
 
 
+def _sensitive(name: str) -> bool:
+    return name.endswith(".password") or name in SENSITIVE_BROKER_CONFIGS
+
+
 def _broker_config_type(name: str, value) -> int:
-    if name.endswith(".password") or name in SENSITIVE_BROKER_CONFIGS:
+    if _sensitive(name):
         return PASSWORD
     if name.endswith("listeners"):
         return LIST

@@ -51,6 +51,10 @@ class Brokers:
         self._brokers[listener] = (time.monotonic(), brokers)
         return brokers
 
+    async def ray_nodes(self) -> dict[int, str]:
+        """The Ray node of each broker, by broker id (where a manual assignment places a leader)."""
+        return {b["node_id"]: b["ray_node"] for b in await self.all()}
+
     async def for_actor(self, name: str) -> dict:
         """The broker clients should use for the actor `name`."""
         node = await self._node_of(name)

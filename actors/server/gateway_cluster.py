@@ -24,12 +24,11 @@ from runtime.topics.metadata import raise_if_illegal_topic_name
 from runtime.wire.entities import ZERO_UUID, plain
 
 from .. import naming
+from .gateway_admin import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC
 from .gateway_data import UNKNOWN_AUTHORIZED_OPERATIONS, known_topics, leader_ids, one_replica
 
 # Kafka's ElectionType ids.
 PREFERRED, UNCLEAN = 0, 1
-# Kafka's ConfigResource.Type ids.
-TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 # The types ListConfigResources lists at each version, in the order Kafka lists them (v0 was
 # ListClientMetricsResources).
 CONFIG_RESOURCE_TYPES = {0: (CLIENT_METRICS,), 1: (GROUP, CLIENT_METRICS, BROKER_LOGGER, BROKER, TOPIC)}

@@ -151,7 +151,7 @@ async def _assigned_nodes(gw, t: dict) -> tuple[int, dict]:
     if not t["assignments"]:
         # -1: the broker's default (KIP-464), num.partitions here.
         return (t["num_partitions"] if t["num_partitions"] != -1 else int(gw.config.get("num.partitions", 1))), {}
-    nodes = {b["node_id"]: b["ray_node"] for b in await gw.brokers.all()}
+    nodes = await gw.brokers.ray_nodes()
     leaders = topic_assignment([(a["partition_index"], a["broker_ids"]) for a in t["assignments"]],
                                t["num_partitions"], t["replication_factor"], nodes)
     return len(leaders), {p: nodes[b] for p, b in leaders.items()}
