@@ -8,7 +8,6 @@ import os
 import secrets
 import shutil
 import tempfile
-import threading
 import uuid
 import weakref
 from dataclasses import dataclass
@@ -27,8 +26,8 @@ from . import naming
 from .config import merged
 from .server.controller import ControllerActor
 from .errors import to_kafka_error
-from .server.partition_leader import PartitionLeaderActor
-from .placement import current_node, on_node, remote
+from .placement import current_node, remote
+from .server.deployment import delete_partitions, host_count, start_partition_hosts, start_partitions, topics_changed
 from .retry import ActorDirectory
 
 log = logging.getLogger(__name__)
@@ -68,63 +67,6 @@ class TopicDescription:
     configs: dict
 
 
-# Serialises finding and creating partition leaders within one process (the gateway starts
-# them from several executor threads at once): see start_partition_leaders.
-_STARTING = threading.Lock()
-
-
-def start_partition_leaders(directory: ActorDirectory, deployment: dict, topic: str, topic_configs: dict,
-                            partitions, nodes: dict | None = None) -> None:
-    """Start (or find) the leader actors of these partitions of a topic the controller has;
-    the Cluster and the Kafka gateway's CreateTopics and CreatePartitions do.
-
-    A leader that already runs is only waited for: its handle is not kept. A non-detached
-    actor ends when the handle of the process that created it is dropped, and the handle Ray
-    gives for a running actor (ray.get_actor, or `get_if_exists`) does not keep it alive, so
-    keeping it in place of its owner's would end the leader. Only a leader created here is
-    kept, under a lock so that two threads of one process cannot both take one for new.
-    `nodes` (partition -> Ray node) places a new leader there (a manual assignment)."""
-    config = deployment["config"]
-    refs = []
-    for p in partitions:
-        name = naming.partition_leader(topic, p)
-        with _STARTING:
-            try:
-                handle = ray.get_actor(name, namespace=deployment["namespace"])
-            except ValueError:
-                handle = remote(PartitionLeaderActor, name, deployment["namespace"], deployment["detached"], config,
-                                spread=True, strategy=on_node((nodes or {}).get(p))).remote(
-                    deployment["data_dir"], topic, p, topic_configs, config)
-                directory.keep(name, handle)
-        refs.append(handle.ready.remote())
-    ray.get(refs, timeout=120)
-
-
-def delete_partition_leaders(directory: ActorDirectory, topic: str, partitions) -> None:
-    """Delete the data of these partitions of a topic the controller deleted, and end their
-    leader actors; the Cluster and the Kafka gateway's DeleteTopics both do."""
-    for p in partitions:
-        name = naming.partition_leader(topic, p)
-        try:
-            leader = directory.get(name)
-            ray.get(leader.delete_data.remote(), timeout=30)
-            ray.kill(leader, no_restart=True)
-        except Exception as e:  # already gone: nothing to clean
-            log.info("deleting %s: %s", name, to_kafka_error(e))
-        directory.forget(name)
-
-
-def topics_changed(directory: ActorDirectory, config: dict) -> None:
-    """Group coordinators read the topics again now (consumer and share groups follow
-    them); one that is away catches up when it loads or at its periodic refresh."""
-    refs = [directory.get(name).notify_topics.remote()
-            for name in naming.every_coordinator(naming.CoordinatorType.GROUP, config)]
-    try:
-        ray.get(refs, timeout=30)
-    except Exception as e:
-        log.info("telling the group coordinators about topics: %s", to_kafka_error(e))
-
-
 def _check_listeners(config: dict) -> None:
     """A listener the gateways could not serve is refused before anything is deployed."""
     from .server.gateway import parse_listeners
@@ -144,6 +86,40 @@ def _check_listeners(config: dict) -> None:
         parse_mechanisms(config.get("sasl.enabled.mechanisms", DEFAULT_MECHANISMS))
     except ValueError as e:
         raise KafkaError(Errors.INVALID_CONFIG, f"sasl.enabled.mechanisms: {e}") from None
+
+
+def _live_nodes() -> list[str]:
+    """The live Ray nodes, this process's first: broker ids and host placement count from it."""
+    here = current_node()
+    return sorted((n["NodeID"] for n in ray.nodes() if n["Alive"]), key=lambda n: (n != here, n))
+
+
+class PartitionHandle:
+    """A topic partition's leader reached through its host, shaped as an actor handle:
+    `handle.fetch.remote(request)` is the host's `fetch` of that partition."""
+
+    # method -> whether the host's method names the partition in its arguments (the
+    # requests carry it already)
+    _METHODS = {"produce": False, "fetch": False, "list_offsets": False, "delete_records": False,
+                "write_txn_markers": False, "status": True, "apply_retention": True}
+
+    def __init__(self, host: Any, topic: str, partition: int) -> None:
+        self.host = host
+        self.topic = topic
+        self.partition = partition
+
+    def __getattr__(self, method: str) -> Any:
+        named = self._METHODS.get(method)
+        if named is None:
+            raise AttributeError(method)
+        host_method = getattr(self.host, "partition_status" if method == "status" else method)
+        prefix = (self.topic, self.partition) if named else ()
+
+        class _Method:
+            @staticmethod
+            def remote(*args):
+                return host_method.remote(*prefix, *args)
+        return _Method
 
 
 class Cluster:
@@ -219,7 +195,9 @@ class Cluster:
         # Passwords given in the config are stored hashed, as users added later; the config
         # every actor gets does not hold them.
         initial_users = config.pop("sasl.users", None) or {}
-        config = {**config, naming.NAMESPACE_KEY: namespace}
+        nodes = _live_nodes()
+        config = {**config, naming.NAMESPACE_KEY: namespace,
+                  naming.PARTITION_HOSTS_KEY: host_count(config, len(nodes))}
         deployment = {"data_dir": data_dir, "config": config, "namespace": namespace, "detached": detached,
                       "static_config": sorted(str(k) for k in given if k != "sasl.users")}
         cluster = cls(namespace, deployment, owns_ray=owns_ray, owns_data_dir=owns_data_dir, owns_deployment=True)
@@ -236,6 +214,7 @@ class Cluster:
                     data_dir, partition, config)
                 cluster.directory.keep(name, handle)
                 refs.append(handle.ready.remote())
+        refs += start_partition_hosts(cluster.directory, deployment, nodes)
         gateways = cluster._start_gateways() if config.get("listeners") else []
         try:
             status = ray.get(controller.ready.remote(), timeout=120)
@@ -250,9 +229,6 @@ class Cluster:
                 if status["state"] != "active":
                     raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE,
                                      f"{status['name']} did not load: {status['error']}")
-            # Partition leaders of topics that survive from an earlier run of this data dir.
-            for topic in cluster.describe_topics():
-                cluster._start_partition_leaders(topic, range(topic.partitions))
             ray.get(gateways, timeout=60)
         except BaseException:
             cluster.destroy()  # a deployment that did not start leaves none of itself behind
@@ -266,10 +242,8 @@ class Cluster:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         from .server.gateway import GatewayActor
-        here = current_node()
-        nodes = sorted((n["NodeID"] for n in ray.nodes() if n["Alive"]), key=lambda n: (n != here, n))
         refs = []
-        for broker_id, node in enumerate(nodes):
+        for broker_id, node in enumerate(_live_nodes()):
             name = naming.gateway(broker_id)
             # Every node gets one, whether or not it has the resources the others ask for.
             gateway = remote(GatewayActor, name, self.namespace, self.detached, self.config, restartable=False,
@@ -313,8 +287,15 @@ class Cluster:
             raise KafkaError(Errors.INVALID_CONFIG, f"no listener {listener!r}; there are {sorted(addresses[0])}")
         return ",".join(a[name] for a in addresses)
 
-    def partition_leader(self, topic: str, partition: int) -> Any:
-        return self._actor(naming.partition_leader(topic, partition))
+    def partition_leader(self, topic: str, partition: int) -> "PartitionHandle":
+        """The topic partition's leader as an actor-like handle: its `produce`, `fetch`,
+        `list_offsets`, `delete_records`, `status` and `apply_retention` have a `.remote()`
+        that reaches the partition on its host."""
+        return PartitionHandle(self.partition_host(topic, partition), topic, partition)
+
+    def partition_host(self, topic: str, partition: int) -> Any:
+        """The partition host actor that leads the topic partition."""
+        return self._actor(naming.partition_host_of(topic, partition, self.config))
 
     def transaction_coordinator(self, transactional_id: str) -> Any:
         return self._actor(naming.find_coordinator(naming.CoordinatorType.TRANSACTION, transactional_id, self.config))
@@ -405,7 +386,7 @@ class Cluster:
         if result.error_code:
             raise KafkaError(Errors.for_code(result.error_code), result.error_message)
         topic = TopicDescription(name, result.topic_id, result.num_partitions, result.configs)
-        self._start_partition_leaders(topic, range(topic.partitions))
+        self._start_partitions(topic, range(topic.partitions))
         self._topics_changed()
         return topic
 
@@ -416,19 +397,19 @@ class Cluster:
         if result.error_code:
             raise KafkaError(Errors.for_code(result.error_code), result.error_message)
         after = self.describe_topic(name)
-        self._start_partition_leaders(after, range(before.partitions, after.partitions))
+        self._start_partitions(after, range(before.partitions, after.partitions))
         self._topics_changed()
         return after
 
-    def _start_partition_leaders(self, topic: TopicDescription, partitions) -> None:
-        start_partition_leaders(self.directory, self._deployment, topic.name, topic.configs, partitions)
+    def _start_partitions(self, topic: TopicDescription, partitions) -> None:
+        start_partitions(self.directory, self.config, topic.name, topic.configs, partitions)
 
     def delete_topic(self, name: str) -> None:
         topic = self.describe_topic(name)
         (result,) = self._call(naming.CONTROLLER, "delete_topics", DeleteTopicsRequest((name,))).responses
         if result.error_code:
             raise KafkaError(Errors.for_code(result.error_code), result.error_message)
-        delete_partition_leaders(self.directory, name, range(topic.partitions))
+        delete_partitions(self.directory, self.config, name, range(topic.partitions))
         self._topics_changed()
 
     def _topics_changed(self) -> None:

@@ -28,7 +28,13 @@ DEFAULTS: dict = {
     # A dotted path of a runtime.log.OsIO subclass, built with this config, that every log's
     # file operations go through (fault injection in tests); None: the OS's.
     "log.io.class": None,
-    # Partition leaders and the data path.
+    # Partition hosts (Kafka's brokers for topic data): how many run on each Ray node at
+    # deployment, each carrying the leaders of many topic partitions.
+    "partition.hosts.per.node": 1,
+    # The most topic partitions the deployment takes (CreateTopics and CreatePartitions past
+    # it get POLICY_VIOLATION); unset: 4,000 per partition host.
+    "max.partitions": None,
+    # The data path.
     "log.retention.check.interval.ms": 300000,
     "fetch.max.wait.ms": 500,
     # Kafka's: a Metadata request names a topic that does not exist and allows it, and the

@@ -7,11 +7,13 @@ from typing import Callable, Mapping
 
 from runtime.hashing import partition_for
 from runtime.share.coordinator import share_coordinator_key
+from runtime.topics.metadata import PARTITION_HOSTS_KEY
 
 from .config import DEFAULTS
 
 __all__ = ["CONTROLLER", "DEFAULT_NAMESPACE", "NAMESPACE_KEY", "CoordinatorType", "group_coordinator",
-           "share_coordinator", "transaction_coordinator", "partition_leader", "share_partition", "client",
+           "share_coordinator", "transaction_coordinator", "partition_host", "partition_host_of", "every_partition_host",
+           "partition_host_count", "PARTITION_HOSTS_KEY", "share_partition", "client",
            "coordinator_count", "coordinator_partition", "find_coordinator", "every_coordinator",
            "share_coordinator_key"]
 
@@ -34,8 +36,30 @@ def transaction_coordinator(partition: int) -> str:
     return f"shoal/transaction-coordinator/{partition}"
 
 
-def partition_leader(topic: str, partition: int) -> str:
-    return f"shoal/partition-leader/{topic}-{partition}"
+def partition_host(index: int) -> str:
+    return f"shoal/partition-host/{index}"
+
+
+def partition_host_count(config: Mapping) -> int:
+    return max(int(config.get(PARTITION_HOSTS_KEY, 1)), 1)
+
+
+def partition_host_index(topic: str, partition: int, config: Mapping) -> int:
+    """The host that leads the topic partition: a topic's partitions go round the hosts from
+    a start its name picks, as Kafka's replica assignment goes round the brokers, so that the
+    partitions of one topic spread over every host and node, and every caller finds a
+    partition's host as it finds a group's coordinator, without asking."""
+    count = partition_host_count(config)
+    return (partition_for(topic, count) + partition) % count
+
+
+def partition_host_of(topic: str, partition: int, config: Mapping) -> str:
+    """The name of the partition host that leads the topic partition."""
+    return partition_host(partition_host_index(topic, partition, config))
+
+
+def every_partition_host(config: Mapping) -> list[str]:
+    return [partition_host(i) for i in range(partition_host_count(config))]
 
 
 def gateway(node: int) -> str:

@@ -4,13 +4,14 @@ Every actor asks Ray for `actor.num.cpus` CPUs and `actor.resources`; where it t
 Ray's scheduling strategy, chosen by `actor.placement`:
 
 - "default": Ray's default scheduler (it packs actors onto few nodes).
-- "spread": coordinators (group, share-state, transaction), the controller and partition
-  leaders use Ray's SPREAD strategy, so a node failure takes a share of each kind, not all.
+- "spread": coordinators (group, share-state, transaction) and the controller use Ray's
+  SPREAD strategy, so a node failure takes a share of each kind, not all.
 
-In both, a SharePartition runs on its partition leader's node when it can (they talk most:
-every fetch reads from the leader), and a client actor on the node of the process that
-made it (it is that process's network thread; it asks for `actor.num.cpus` but not for
-`actor.resources`). Both affinities are soft: if the node is
+In both, partition host i asks for node i modulo the nodes there were at deployment
+(actors/server/deployment.py), a SharePartition runs on its partition host's node when it
+can (they talk most: every fetch reads from the leader), and a client actor on the node of
+the process that made it (it is that process's network thread; it asks for
+`actor.num.cpus` but not for `actor.resources`). These affinities are soft: if the node is
 gone or full, Ray puts the actor elsewhere, and a restarted actor moves freely.
 """
 from __future__ import annotations

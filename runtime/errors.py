@@ -46,6 +46,7 @@ class Errors(enum.Enum):
     INVALID_REPLICA_ASSIGNMENT = (39, False)
     INVALID_CONFIG = (40, False)
     INVALID_REQUEST = (42, False)
+    POLICY_VIOLATION = (44, False)
     OUT_OF_ORDER_SEQUENCE_NUMBER = (45, False)
     DUPLICATE_SEQUENCE_NUMBER = (46, False)
     INVALID_PRODUCER_EPOCH = (47, False)

@@ -43,11 +43,30 @@ __all__ = ["ATTR_COMPACTED", "ATTR_CONTROL", "ATTR_TRANSACTIONAL", "BATCH_HEADER
            "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "NO_SEQUENCE", "Batch", "CompactionInProgress", "FileLog",
            "LogConfig", "LogLockedError", "LogWriteError", "Manifest", "OsIO", "SegmentInfo", "compacted_file_name",
            "compaction_lock", "encode_batch", "encode_compacted_payload", "read_batches", "read_manifest",
-           "rebuild_manifest", "scan_batches", "segment_file_name", "swap_segments", "update_manifest"]
+           "rebuild_manifest", "scan_batches", "segment_file_name", "swap_segments", "SyncPoint", "update_manifest"]
 
 
 class LogWriteError(OSError):
     """The log could not append or flush. Nothing past ``durable_offset`` may be trusted."""
+
+
+@dataclass
+class SyncPoint:
+    """A flush of a FileLog up to ``offset`` that runs off the writer's thread (FileLog.sync_point)."""
+    io: OsIO
+    fd: int
+    offset: int
+    opened: int
+    error: OSError | None = None
+
+    def sync(self) -> None:
+        """The fsync, on any thread; its error is kept for FileLog.synced."""
+        try:
+            self.io.fsync(self.fd)
+        except OSError as e:
+            self.error = e
+        finally:
+            os.close(self.fd)
 
 
 class LogLockedError(OSError):
@@ -92,6 +111,7 @@ class FileLog:
         self._fd = -1
         self._lock: FileLock | None = None
         self._offline: str | None = None
+        self._opened = 0  # how many times the folder was opened: which opening a SyncPoint is of
         self._cut_pending = False
         self.recovered: list[str] = []  # what open had to repair, for the operator's log
         os.makedirs(directory, exist_ok=True)
@@ -108,6 +128,7 @@ class FileLog:
         self._active_size = 0
         self._index: dict[str, list[tuple[int, int, int]]] = {}
         self._lock = _take_writer_lock(self.directory)
+        self._opened += 1
         try:
             with FileLock(os.path.join(self.directory, MANIFEST_LOCK)):
                 manifest, from_disk = self._manifest_to_open()
@@ -334,6 +355,31 @@ class FileLog:
                 self._go_offline(f"flush failed: {e}")
                 raise LogWriteError(e.errno or errno.EIO, f"flush of {self.name} failed: {e}") from e
         self.durable_offset = self.end_offset
+
+    def sync_point(self) -> "SyncPoint | None":
+        """A flush made on another thread, in three steps: this, then ``SyncPoint.sync()``
+        anywhere, then ``synced()`` back on the writer's thread, which meanwhile may go on
+        appending. None when there is nothing to make durable, or when the flush policy has
+        no fsync (everything is durable now)."""
+        self.raise_if_offline()
+        if self.durable_offset == self.end_offset:
+            return None
+        if not self.config.fsync:
+            self.durable_offset = self.end_offset
+            return None
+        # A descriptor of its own: a roll may close the writer's before the fsync runs.
+        return SyncPoint(self._io, os.dup(self._fd), self.end_offset, self._opened)
+
+    def synced(self, point: "SyncPoint") -> None:
+        """The sync point's fsync is over: everything below its offset is durable, or, if it
+        failed, the log goes offline (as a failed ``flush``) and this raises LogWriteError.
+        A log that went offline or was reopened since learns nothing from it."""
+        if point.opened != self._opened or self._offline:
+            return
+        if point.error is not None:
+            self._go_offline(f"flush failed: {point.error}")
+            raise LogWriteError(point.error.errno or errno.EIO, f"flush of {self.name} failed: {point.error}")
+        self.durable_offset = max(self.durable_offset, point.offset)
 
     def _go_offline(self, reason: str) -> None:
         """Refuse everything until reopened; forget, and try to cut off the file, every

@@ -103,7 +103,7 @@ def read_partition(cluster, topic, partition, committed=False):
     leader restarts)."""
     out, offset = [], 0
     while True:
-        r = cluster.directory.call(naming.partition_leader(topic, partition), "fetch", FetchRequest(
+        r = cluster.directory.call(naming.partition_host_of(topic, partition, cluster.config), "fetch", FetchRequest(
             topic, partition, offset, 8 << 20, 0, 1, READ_COMMITTED if committed else READ_UNCOMMITTED), timeout_s=60)
         assert r.error_code == 0, r
         batches = filter_aborted(r.batches, r.aborted_transactions) if committed else r.batches
@@ -117,7 +117,7 @@ def read_partition(cluster, topic, partition, committed=False):
 def transactions_settled(cluster, topic, partitions):
     """Whether every transaction on the topic is decided (the LSO is the high watermark)."""
     for p in range(partitions):
-        r = cluster.directory.call(naming.partition_leader(topic, p), "fetch", FetchRequest(
+        r = cluster.directory.call(naming.partition_host_of(topic, p, cluster.config), "fetch", FetchRequest(
             topic, p, 0, 1, 0, 1, READ_COMMITTED), timeout_s=60)
         if r.last_stable_offset != r.high_watermark:
             return False

@@ -196,7 +196,7 @@ class Admin:
     async def _list_offsets(self, partitions: Iterable[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
         partitions = sorted(set(partitions))
         responses = await asyncio.gather(*(
-            self._call(naming.partition_leader(tp.topic, tp.partition), "list_offsets",
+            self._call(naming.partition_host_of(tp.topic, tp.partition, self.cluster.config), "list_offsets",
                        ListOffsetsRequest(tp.topic, tp.partition, timestamp)) for tp in partitions))
         out = {}
         for tp, r in zip(partitions, responses):

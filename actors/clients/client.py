@@ -54,6 +54,10 @@ class ClientActor:
         """The coordinator of `group_id`: Kafka's FindCoordinator is a hash here."""
         return naming.find_coordinator(naming.CoordinatorType.GROUP, group_id, self.cluster_config)
 
+    def _host_of(self, tp: tuple[str, int]) -> str:
+        """The partition host that leads the topic partition."""
+        return naming.partition_host_of(tp[0], tp[1], self.cluster_config)
+
     # ------------------------------------------------------------------ background work
 
     def _spawn(self, coroutine: Coroutine) -> asyncio.Task:

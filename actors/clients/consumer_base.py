@@ -33,6 +33,7 @@ from runtime.messages.topics import READ_COMMITTED, READ_UNCOMMITTED, ListOffset
 from .. import naming
 from .client import ClientActor
 from ..retry import Backoff
+from ..server.coalescing import Coalescer
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ class ConsumerActorBase(ClientActor):
         self.manual = False
         self.positions = FetchPositions(settings)
         self._fetches: dict[TopicPartition, tuple[asyncio.Task, asyncio.Event]] = {}
+        # The partitions' fetches that leave in one turn go to their host as one Fetch.
+        self._fetch_line = Coalescer(self._fetch_many)
         self.has_listener = False
         self.events: list[tuple[str, frozenset]] = []
         self.barrier: int | None = None
@@ -437,16 +440,24 @@ class ConsumerActorBase(ClientActor):
 
     async def _list_offset(self, tp: TopicPartition, timestamp: int) -> int:
         isolation = READ_COMMITTED if self.positions.read_committed else READ_UNCOMMITTED
-        response = await self._call(naming.partition_leader(*tp), "list_offsets", ListOffsetsRequest(
+        response = await self._call(self._host_of(tp), "list_offsets", ListOffsetsRequest(
             tp.topic, tp.partition, timestamp, isolation), timeout_s=self.s["request_timeout_ms"] / 1000)
         if response.error_code:
             raise KafkaError(Errors.for_code(response.error_code), f"list_offsets {tp}")
         return response.offset
 
-    async def _fetch_loop(self, tp: TopicPartition, epoch: int, space: asyncio.Event) -> None:
-        leader = naming.partition_leader(*tp)
-        backoff = Backoff(self.s["retry_backoff_ms"])
+    async def _fetch_many(self, host: str, method: str, calls: list[tuple]) -> list:
+        """One Fetch of a host's partitions (as Kafka's consumer sends one per broker): it
+        long-polls across them, and every partition's loop gets its answer at once, so they
+        leave together again."""
+        requests = [request for (request,) in calls]
         timeout_s = (self.s["fetch_max_wait_ms"] + self.s["request_timeout_ms"]) / 1000
+        return await self._call(host, "fetch_many", requests, self.s["fetch_max_wait_ms"],
+                                self.s["fetch_min_bytes"], timeout_s=timeout_s)
+
+    async def _fetch_loop(self, tp: TopicPartition, epoch: int, space: asyncio.Event) -> None:
+        leader = self._host_of(tp)
+        backoff = Backoff(self.s["retry_backoff_ms"])
         while self.positions.epoch(tp) == epoch and not self.closed:
             request = self.positions.fetch_request(tp)
             if request is None:  # paused, or the buffer is full until poll takes from it
@@ -454,7 +465,7 @@ class ConsumerActorBase(ClientActor):
                 await space.wait()
                 continue
             try:
-                response = await self._call(leader, "fetch", request, timeout_s=timeout_s)
+                response = await self._fetch_line.call(leader, "fetch", request)
             except KafkaError as e:
                 log.info("%s: fetch of %s failed: %s", self.client_id, tp, e)
                 await asyncio.sleep(backoff.next_s())

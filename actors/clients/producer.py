@@ -83,7 +83,7 @@ class Producer:
             retry_backoff_max_ms=retry_backoff_max_ms, idempotent=idempotent,
             first_batch_alone=not (self._txn is not None and self._txn.starts_at_sequence_zero),
             track_new_partitions=transactional)
-        self._in_flight: dict[Any, ProducerBatch] = {}  # Ray call -> its batch
+        self._in_flight: dict[Any, tuple[str, list[ProducerBatch]]] = {}  # Ray call -> (its host, its batches)
         self._settling = 0  # batches answered whose futures are being completed
         self._cond = threading.Condition()
         self._closed = False
@@ -232,8 +232,7 @@ class Producer:
                 self._add_partitions_early(new_partitions)
             if to_send and self._txn is not None:
                 to_send = self._prepare_idempotent(to_send)
-            for batch in to_send:
-                self._send(batch)
+            self._send(to_send)
             self._collect()
 
     def _prepare_idempotent(self, batches: list[ProducerBatch]) -> list[ProducerBatch]:
@@ -264,25 +263,35 @@ class Producer:
         except KafkaError:
             pass  # the transaction has failed: its batches fail when they are sent
 
-    def _send(self, batch: ProducerBatch) -> None:
+    def _request(self, batch: ProducerBatch) -> ProduceRequest:
         txn = self._txn
-        request = ProduceRequest(batch.topic, batch.partition, pack_batch(batch.entries), len(batch.entries),
-                                 batch.max_timestamp, acks=self._acks, timeout_ms=self._request_timeout_ms,
-                                 transactional_id=txn.transactional_id if txn else None,
-                                 producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-                                 base_sequence=-1 if batch.base_sequence is None else batch.base_sequence,
-                                 is_transactional=bool(txn and txn.transactional),
-                                 transaction_version=txn.transaction_version if txn else 2)
-        with self._cond:
-            self._accumulator.sending(batch)
-        try:
-            leader = self._cluster.partition_leader(batch.topic, batch.partition)
-            ref = leader.produce.remote(request)
-        except Exception as e:
-            self._answer(batch, to_kafka_error(e), -1)
-            return
-        with self._cond:
-            self._in_flight[ref] = batch
+        return ProduceRequest(batch.topic, batch.partition, pack_batch(batch.entries), len(batch.entries),
+                              batch.max_timestamp, acks=self._acks, timeout_ms=self._request_timeout_ms,
+                              transactional_id=txn.transactional_id if txn else None,
+                              producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+                              base_sequence=-1 if batch.base_sequence is None else batch.base_sequence,
+                              is_transactional=bool(txn and txn.transactional),
+                              transaction_version=txn.transaction_version if txn else 2)
+
+    def _send(self, batches: list[ProducerBatch]) -> None:
+        """The batches ready to go, one Ray call per partition host (Kafka's producer sends
+        one Produce request per broker)."""
+        by_host: dict[str, list[ProducerBatch]] = {}
+        for batch in batches:
+            by_host.setdefault(naming.partition_host_of(batch.topic, batch.partition, self._cluster.config),
+                               []).append(batch)
+        for host, batches in by_host.items():
+            with self._cond:
+                for batch in batches:
+                    self._accumulator.sending(batch)
+            try:
+                ref = self._cluster._actor(host).batched.remote("produce", [(self._request(b),) for b in batches])
+            except Exception as e:
+                for batch in batches:
+                    self._answer(batch, to_kafka_error(e), -1)
+                continue
+            with self._cond:
+                self._in_flight[ref] = (host, batches)
 
     def _collect(self) -> None:
         with self._cond:
@@ -298,19 +307,24 @@ class Producer:
         done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         for ref in done:
             with self._cond:
-                batch = self._in_flight.pop(ref)
-            error, base_offset = None, -1
+                host, batches = self._in_flight.pop(ref)
             try:
-                response = ray.get(ref)
-                if response.error_code:
-                    error = KafkaError(Errors.for_code(response.error_code), response.error_message)
-                base_offset = response.base_offset
+                responses = ray.get(ref)
             except Exception as e:
-                self._cluster._forget(naming.partition_leader(batch.topic, batch.partition))
+                self._cluster._forget(host)
                 with self._cond:
-                    self._accumulator.leader_lost(batch.tp)
-                error = to_kafka_error(e)
-            self._answer(batch, error, base_offset)
+                    for batch in batches:
+                        self._accumulator.leader_lost(batch.tp)
+                responses = [to_kafka_error(e)] * len(batches)
+            for batch, response in zip(batches, responses):
+                error, base_offset = None, -1
+                if isinstance(response, KafkaError):
+                    error = response
+                elif response.error_code:
+                    error = KafkaError(Errors.for_code(response.error_code), response.error_message)
+                else:
+                    base_offset = response.base_offset
+                self._answer(batch, error, base_offset)
 
     def _answer(self, batch: ProducerBatch, error: KafkaError | None, base_offset: int) -> None:
         with self._cond:

@@ -90,7 +90,8 @@ class ControllerActor(ShardHost):
             pass
         node = None
         try:
-            node = (await self._actors.send(naming.partition_leader(topic, partition), "status",
+            node = (await self._actors.send(naming.partition_host_of(topic, partition, self._deployment["config"]),
+                                            "partition_status", topic, partition,
                                             timeout_s=LEADER_STATUS_TIMEOUT_S))["node_id"]
         except Exception as e:  # no leader, or it is restarting: let Ray place it
             log.info("placing %s without its leader's node: %s", name, e)

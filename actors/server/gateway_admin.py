@@ -27,6 +27,7 @@ from runtime.wire.entities import ZERO_UUID, plain
 from .. import naming
 from ..config import DEFAULTS as CLUSTER_DEFAULTS
 from .gateway_data import UNKNOWN_AUTHORIZED_OPERATIONS, known_topics, partition_error
+from .deployment import delete_partitions, start_partitions, topics_changed
 from .gateway_groups import _coordinator_call
 
 # Kafka's ConfigResource.Type ids.
@@ -60,7 +61,6 @@ def _in_executor(fn, *args):
 
 async def delete_topics(gw, event) -> dict:
     """By name (v1-5) or, from v6, by name or topic id."""
-    from ..cluster import delete_partition_leaders, topics_changed
     r = plain(event.request)
     wanted = ([{"name": n, "topic_id": None} for n in r["topic_names"]] if event.api_version < 6 else r["topics"])
     known = await known_topics(gw, None)
@@ -80,7 +80,7 @@ async def delete_topics(gw, event) -> dict:
     deleted = {d.name: d for d in response.responses}
     for d in deleted.values():
         if not d.error_code:
-            await _in_executor(delete_partition_leaders, gw.directory, d.name, range(len(known[d.name].partitions)))
+            await _in_executor(delete_partitions, gw.directory, gw.config, d.name, range(len(known[d.name].partitions)))
     if any(not d.error_code for d in deleted.values()):
         await _in_executor(topics_changed, gw.directory, gw.config)
     answered = iter(names)
@@ -96,25 +96,23 @@ def _deleted(d) -> dict:
 # ------------------------------------------------------------------ CreatePartitions
 
 async def create_partitions(gw, event) -> dict:
-    """Leaders are started for the new partitions only; those of the existing ones run on.
-    Manual assignments place each new partition's leader on the broker named (the node of
-    that gateway)."""
-    from ..cluster import start_partition_leaders, topics_changed
+    """The hosts start leading the new partitions only; the existing ones run on. Manual
+    assignments are checked as Kafka checks them (the new partitions' leaders are their
+    hosts: see README "Partition hosts")."""
     r = plain(event.request)
     before = await known_topics(gw, [t["name"] for t in r["topics"]])
-    results, asked, placed = [], [], {}
+    results, asked = [], []
     for t in r["topics"]:
         current = before.get(t["name"])
         # Kafka checks the assignments of an increase only; the controller refuses the rest.
         if t["assignments"] is not None and current is not None and t["count"] > len(current.partitions):
             nodes = await gw.brokers.ray_nodes()
             try:
-                leaders = added_partitions_assignment([a["broker_ids"] for a in t["assignments"]],
-                                                      len(current.partitions), t["count"], nodes)
+                added_partitions_assignment([a["broker_ids"] for a in t["assignments"]],
+                                            len(current.partitions), t["count"], nodes)
             except KafkaError as e:
                 results.append({"name": t["name"], "error_code": e.code, "error_message": e.message})
                 continue
-            placed[t["name"]] = {p: nodes[b] for p, b in leaders.items()}
         asked.append(CreatePartitionsTopic(t["name"], t["count"]))
     response = await gw.call(naming.CONTROLLER, "create_partitions",
                              CreatePartitionsRequest(tuple(asked), r["timeout"], r["validate_only"]))
@@ -123,9 +121,8 @@ async def create_partitions(gw, event) -> dict:
         topics = await known_topics(gw, [c.name for c in grown])
         for c in grown:
             info = topics[c.name]
-            await _in_executor(start_partition_leaders, gw.directory, gw.deployment, c.name, info.configs,
-                               range(len(before[c.name].partitions) if c.name in before else 0, len(info.partitions)),
-                               placed.get(c.name))
+            await _in_executor(start_partitions, gw.directory, gw.config, c.name, info.configs,
+                               range(len(before[c.name].partitions) if c.name in before else 0, len(info.partitions)))
         await _in_executor(topics_changed, gw.directory, gw.config)
     results.extend(dataclasses.asdict(c) for c in response.results)
     return {"throttle_time": 0, "results": results}
@@ -293,10 +290,11 @@ async def _alter_topic(gw, name: str, changes: dict, validate_only: bool) -> Non
     if validate_only:
         return
     topic = (await known_topics(gw, [name]))[name]
-    # The leaders apply the new values now; one that is away asks the controller for them
-    # when Ray restarts it (actors/server/partition_leader.py).
-    await asyncio.gather(*(gw.call(naming.partition_leader(name, p.partition_index), "alter_configs", response.configs)
-                           for p in topic.partitions), return_exceptions=True)
+    # The hosts apply the new values now; one that is away reads them from the controller
+    # when Ray restarts it (actors/server/partition_host.py).
+    hosts = {naming.partition_host_of(name, p.partition_index, gw.config) for p in topic.partitions}
+    await asyncio.gather(*(gw.call(host, "alter_configs", name, response.configs) for host in hosts),
+                         return_exceptions=True)
 
 
 async def _alter_group(gw, group_id: str, changes: dict, validate_only: bool) -> None:
@@ -407,7 +405,7 @@ async def delete_records(gw, event) -> dict:
         if topic is None or not any(q.partition_index == p["partition_index"] for q in topic.partitions):
             return {**out, "error_code": Errors.UNKNOWN_TOPIC_OR_PARTITION.code}
         try:
-            response = await gw.call(naming.partition_leader(name, p["partition_index"]), "delete_records",
+            response = await gw.call(naming.partition_host_of(name, p["partition_index"], gw.config), "delete_records",
                                      DeleteRecordsRequest(name, p["partition_index"], p["offset"]))
         except KafkaError as e:
             return {**out, "error_code": partition_error(e)}

@@ -106,12 +106,11 @@ async def describe_log_dirs(gw, event) -> dict:
 
 
 async def _hosted_sizes(gw, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    """(topic, partition) -> log size in bytes, of those of `partitions` this broker leads.
-    Each partition is its own leader actor, so one call each (for the log's size as its
-    leader has it, the segment being written included)."""
+    """(topic, partition) -> log size in bytes, of those of `partitions` this broker leads
+    (the log's size as its leader has it, the segment being written included)."""
     leaders = await leader_ids(gw, partitions)
     mine = [tp for tp in partitions if leaders[tp] == gw.node_id]
-    statuses = await asyncio.gather(*(gw.call(naming.partition_leader(t, p), "ready") for t, p in mine),
+    statuses = await asyncio.gather(*(gw.call(naming.partition_host_of(t, p, gw.config), "partition_status", t, p) for t, p in mine),
                                     return_exceptions=True)
     return {tp: s["size"] for tp, s in zip(mine, statuses) if isinstance(s, dict) and s.get("size") is not None}
 

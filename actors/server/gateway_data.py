@@ -20,6 +20,7 @@ from runtime.wire.entities import ZERO_UUID, plain
 from runtime.wire.storage import produce_request
 
 from .. import naming
+from .deployment import start_partitions, topics_changed
 
 UNKNOWN_AUTHORIZED_OPERATIONS = -2147483648
 
@@ -43,10 +44,11 @@ async def known_topics(gw, names) -> dict:
 
 async def leader_ids(gw, partitions) -> dict[tuple[str, int], int]:
     """(topic, partition) -> the broker id of its leader: the gateway on the node of its
-    partition-leader actor (gateway_brokers)."""
+    partition host (gateway_brokers)."""
     partitions = list(partitions)
-    leaders = await asyncio.gather(*(gw.brokers.for_actor(naming.partition_leader(t, p)) for t, p in partitions))
-    return {tp: b["node_id"] for tp, b in zip(partitions, leaders)}
+    hosts = {naming.partition_host_of(t, p, gw.config) for t, p in partitions}
+    brokers = dict(zip(hosts, await asyncio.gather(*(gw.brokers.for_actor(h) for h in hosts))))
+    return {(t, p): brokers[naming.partition_host_of(t, p, gw.config)]["node_id"] for t, p in partitions}
 
 
 def one_replica(leader: int) -> dict:
@@ -126,44 +128,39 @@ async def _auto_create(gw, request, response) -> tuple[bool, dict]:
         else:
             refused[name] = r.error_code
     if created:
-        from ..cluster import topics_changed
         await asyncio.get_running_loop().run_in_executor(None, topics_changed, gw.directory, gw.config)
     return created, refused
 
 
 # ------------------------------------------------------------------ CreateTopics
 
-async def _create_topic(gw, creatable: CreatableTopic, nodes: dict | None = None):
-    """The controller's CreateTopics result for one topic, its partition leaders started when
-    it was made (on the Ray node `nodes` names for a partition, if any)."""
-    from ..cluster import start_partition_leaders
+async def _create_topic(gw, creatable: CreatableTopic):
+    """The controller's CreateTopics result for one topic, its partitions started on their
+    hosts when it was made."""
     (r,) = (await gw.call(naming.CONTROLLER, "create_topics", CreateTopicsRequest((creatable,)))).topics
     if not r.error_code:
         await asyncio.get_running_loop().run_in_executor(
-            None, start_partition_leaders, gw.directory, gw.deployment, r.name, r.configs, range(r.num_partitions),
-            nodes)
+            None, start_partitions, gw.directory, gw.config, r.name, r.configs, range(r.num_partitions))
     return r
 
 
-async def _assigned_nodes(gw, t: dict) -> tuple[int, dict]:
-    """A CreateTopics topic's partition count and, for manual assignments, the Ray node of
-    each partition's leader."""
+async def _partition_count(gw, t: dict) -> int:
+    """A CreateTopics topic's partition count; a manual assignment is checked as Kafka
+    checks it (its leaders are the partitions' hosts: see README "Partition hosts")."""
     if not t["assignments"]:
         # -1: the broker's default (KIP-464), num.partitions here.
-        return (t["num_partitions"] if t["num_partitions"] != -1 else int(gw.config.get("num.partitions", 1))), {}
+        return t["num_partitions"] if t["num_partitions"] != -1 else int(gw.config.get("num.partitions", 1))
     nodes = await gw.brokers.ray_nodes()
-    leaders = topic_assignment([(a["partition_index"], a["broker_ids"]) for a in t["assignments"]],
-                               t["num_partitions"], t["replication_factor"], nodes)
-    return len(leaders), {p: nodes[b] for p, b in leaders.items()}
+    return len(topic_assignment([(a["partition_index"], a["broker_ids"]) for a in t["assignments"]],
+                                t["num_partitions"], t["replication_factor"], nodes))
 
 
 async def create_topics(gw, event) -> dict:
-    from ..cluster import topics_changed
     request = plain(event.request)
     results = []
     for t in request["topics"]:
         try:
-            partitions, nodes = await _assigned_nodes(gw, t)
+            partitions = await _partition_count(gw, t)
         except KafkaError as e:
             results.append({"name": t["name"], "error_code": e.code, "error_message": e.message})
             continue
@@ -172,7 +169,7 @@ async def create_topics(gw, event) -> dict:
         if request["validate_only"]:
             results.append({"name": t["name"], "error_code": 0, "num_partitions": partitions})
             continue
-        r = await _create_topic(gw, creatable, nodes)
+        r = await _create_topic(gw, creatable)
         results.append({
             "name": r.name, "topic_id": r.topic_id or ZERO_UUID,
             "error_code": r.error_code, "error_message": r.error_message, "num_partitions": r.num_partitions,
@@ -197,8 +194,9 @@ async def _produce_one(gw, topic: str | None, partition: int, records: bytes | N
         request = produce_request(topic, partition, records or b"", acks, timeout_ms, transactional_id)
         # Shielded: a produce that was read is done even if its connection closes first (an
         # acks=0 producer closes right after sending), as Kafka's request handlers do.
-        response = await asyncio.shield(gw.produce_line.call(naming.partition_leader(topic, partition), "produce",
-                                                             request))
+        # The produce line gathers a request's partitions by host: one call per host.
+        response = await asyncio.shield(gw.produce_line.call(naming.partition_host_of(topic, partition, gw.config),
+                                                             "produce", request))
     except KafkaError as e:
         return {**out, "error_code": partition_error(e), "error_message": e.message}
     return {**out, "error_code": response.error_code, "base_offset": response.base_offset,
@@ -242,7 +240,7 @@ async def _list_one(gw, topic: str, p: dict, isolation_level: int, version: int)
     if p["timestamp"] < 0 and version < _TIMESTAMP_MIN_VERSION.get(p["timestamp"], version + 1):
         return {**out, "error_code": Errors.UNSUPPORTED_VERSION.code}
     try:
-        r = await gw.call(naming.partition_leader(topic, p["partition_index"]), "list_offsets",
+        r = await gw.call(naming.partition_host_of(topic, p["partition_index"], gw.config), "list_offsets",
                           ListOffsetsRequest(topic, p["partition_index"], p["timestamp"], isolation_level))
     except KafkaError as e:
         return {**out, "error_code": partition_error(e)}

@@ -8,7 +8,7 @@ import asyncio
 import time
 
 from runtime.errors import Errors, KafkaError
-from runtime.messages.topics import FetchRequest
+from runtime.messages.topics import FetchRequest, FetchResponse
 from runtime.wire.entities import plain
 from runtime.wire.fetch_session import FINAL_EPOCH, FetchPartition, FetchSessionRequest, PartitionResult
 from runtime.wire.storage import fetched_records
@@ -31,25 +31,28 @@ def session_request(version: int, request: dict) -> FetchSessionRequest:
                                partitions, forgotten)
 
 
-async def _fetch_one(gw, topic: str | None, partition: int, fetch: FetchPartition, isolation_level: int,
-                     max_wait_ms: int) -> dict:
-    out = {"partition_index": partition, "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
-           "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
-    if topic is None:
-        return {**out, "error_code": Errors.UNKNOWN_TOPIC_ID.code}
-    request = FetchRequest(topic, partition, fetch.fetch_offset, fetch.partition_max_bytes, max_wait_ms, 1,
-                           isolation_level)
-    try:
-        r = await gw.call(naming.partition_leader(topic, partition), "fetch", request,
-                          timeout_s=max_wait_ms / 1000 + 30)
-    except KafkaError as e:
-        return {**out, "error_code": partition_error(e)}
+def _result(response: FetchResponse | None, partition: int, isolation_level: int, error: int = 0) -> dict:
+    out = {"partition_index": partition, "error_code": error, "high_watermark": -1, "last_stable_offset": -1,
+           "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
+    if response is None:
+        return out
     aborted = None
     if isolation_level == 1:
-        aborted = [{"producer_id": a.producer_id, "first_offset": a.first_offset} for a in r.aborted_transactions]
-    return {**out, "error_code": r.error_code, "high_watermark": r.high_watermark,
-            "last_stable_offset": r.last_stable_offset, "log_start_offset": r.log_start_offset,
-            "aborted_transactions": aborted, "records": b"".join(fetched_records(b) for b in r.batches)}
+        aborted = [{"producer_id": a.producer_id, "first_offset": a.first_offset} for a in response.aborted_transactions]
+    return {**out, "error_code": response.error_code, "high_watermark": response.high_watermark,
+            "last_stable_offset": response.last_stable_offset, "log_start_offset": response.log_start_offset,
+            "aborted_transactions": aborted, "records": b"".join(fetched_records(b) for b in response.batches)}
+
+
+async def _fetch_host(gw, host: str, requests: list[FetchRequest], max_wait_ms: int, min_bytes: int,
+                      isolation_level: int) -> list[dict]:
+    """One host's partitions of the request, in one call (its long poll spans them all)."""
+    try:
+        responses = await gw.call(host, "fetch_many", requests, max_wait_ms, min_bytes,
+                                  timeout_s=max_wait_ms / 1000 + 30)
+    except KafkaError as e:
+        return [_result(None, r.partition, isolation_level, partition_error(e)) for r in requests]
+    return [_result(r, r.partition, isolation_level) for r in responses]
 
 
 def _limit_response(results: list[dict], max_bytes: int) -> None:
@@ -65,28 +68,46 @@ def _limit_response(results: list[dict], max_bytes: int) -> None:
 
 
 async def _read(gw, reads: list, names: dict, request: dict) -> list[dict]:
-    """Every partition read once without waiting; if that gives fewer than min_bytes, each
-    waits for data until max_wait, and the response goes as soon as one has some."""
+    """Every partition read once without waiting, one call per partition host; if that
+    gives fewer than min_bytes, each host waits for data on its partitions until max_wait,
+    and the response goes as soon as one has some."""
     isolation = request.get("isolation_level", 0)
     deadline = time.monotonic() + request["max_wait"] / 1000
+    results: list[dict | None] = [None] * len(reads)
+    by_host: dict[str, list[tuple[int, FetchRequest]]] = {}
+    for i, ((topic, partition), fetch) in enumerate(reads):
+        name = names.get(topic)
+        if name is None:
+            results[i] = _result(None, partition, isolation, Errors.UNKNOWN_TOPIC_ID.code)
+            continue
+        by_host.setdefault(naming.partition_host_of(name, partition, gw.config), []).append((i, FetchRequest(
+            name, partition, fetch.fetch_offset, fetch.partition_max_bytes, 0, 1, isolation)))
 
-    async def one_pass(wait_ms: int):
-        return await asyncio.gather(*(_fetch_one(gw, names.get(topic), partition, fetch, isolation, wait_ms)
-                                      for (topic, partition), fetch in reads))
+    async def one_pass(wait_ms: int, min_bytes: int = 1) -> list[list[dict]]:
+        return await asyncio.gather(*(_fetch_host(gw, host, [r for _, r in asked], wait_ms, min_bytes, isolation)
+                                      for host, asked in by_host.items()))
 
-    results = await one_pass(0)
+    def take(answers: list[list[dict]]) -> None:
+        for (_, asked), got in zip(by_host.items(), answers):
+            for (i, _), result in zip(asked, got):
+                results[i] = result
+
+    take(await one_pass(0))
     remaining_ms = int((deadline - time.monotonic()) * 1000)
     size = sum(len(r["records"]) for r in results)
-    if reads and size < max(request["min_bytes"], 1) and remaining_ms > 0 and not any(r["error_code"] for r in results):
-        waits = [asyncio.ensure_future(_fetch_one(gw, names.get(topic), partition, fetch, isolation, remaining_ms))
-                 for (topic, partition), fetch in reads]
+    min_bytes = max(request["min_bytes"], 1)
+    if by_host and size < min_bytes and remaining_ms > 0 and not any(r["error_code"] for r in results):
+        waits = [asyncio.ensure_future(_fetch_host(gw, host, [r for _, r in asked], remaining_ms, min_bytes,
+                                                   isolation)) for host, asked in by_host.items()]
         done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for w in pending:
             w.cancel()
-        if any(w.result()["records"] for w in done):
-            results = await one_pass(0)
+        if len(by_host) == 1:
+            take([w.result() for w in done])
+        elif any(r["records"] for w in done for r in w.result()):
+            take(await one_pass(0))
     _limit_response(results, request.get("max_bytes", 0x7FFFFFFF))
-    return list(results)
+    return results
 
 
 async def fetch(gw, event) -> dict:

@@ -32,7 +32,7 @@ def _error(e: KafkaError) -> tuple[int, str | None]:
 async def _log_ends(gw, partitions) -> dict:
     async def end(tp) -> int:
         try:
-            r = await gw.call(naming.partition_leader(tp.topic, tp.partition), "list_offsets",
+            r = await gw.call(naming.partition_host_of(tp.topic, tp.partition, gw.config), "list_offsets",
                               ListOffsetsRequest(tp.topic, tp.partition, LATEST_TIMESTAMP))
         except KafkaError:
             return share_offsets.UNKNOWN

@@ -1,27 +1,26 @@
-"""The leader of one topic partition: produce, fetch (long poll), list offsets, retention,
-transaction markers.
+"""The leader of one topic partition, one of the many a partition host carries
+(actors/server/partition_host.py): produce, fetch, list offsets, retention, transaction
+markers. Not an actor: its host's event loop runs it, and keeps each partition's operations
+in the order they arrive.
 
 Produce appends at once and acknowledges after the flush that makes the batch durable; the
-flush runs when the loop has processed every request that arrived with it, so concurrent
-producers share one fsync (group commit). A retried batch of an idempotent producer is
-acknowledged with its original offsets, after the same flush, so never before the original is
-durable. Fetch long-polls on the high watermark (the last stable offset for read_committed).
+host flushes every partition appended to in a turn of its loop together (group commit
+across partitions and producers). A retried batch of an idempotent producer is acknowledged
+with its original offsets, after the same flush, so never before the original is durable.
 
-A disk error takes the log offline (runtime.log): every append not yet durable fails, with
-KAFKA_STORAGE_ERROR, once the log has cut it off its file (until then its answer waits, so
-that no produce answered with an error is found later), and requests get
-KAFKA_STORAGE_ERROR until the log has been reopened and checked. The leader reopens it at
-once and then every OPEN_RETRY_S, as it retries a log that failed to open.
+A disk error takes the log offline (runtime.log): an append the log did not make durable
+fails, with KAFKA_STORAGE_ERROR, once the log has cut it off its file (until then its answer
+waits, so that no produce answered with an error is found later), and an append that was
+made durable before the error (a segment roll flushes first, then may fail) is answered as
+written. Requests get KAFKA_STORAGE_ERROR until the log has been reopened and checked; the
+leader reopens it at once and then every OPEN_RETRY_S, as it retries a log that failed to
+open. Only this partition goes offline: its host's other partitions go on.
 
 A transactional batch that opens its producer's transaction on this partition is first
 verified with the transaction coordinator (a verify-only AddPartitionsToTxn, KIP-890 part 1,
 Kafka's AddPartitionsToTxnManager), so that a batch the coordinator does not know about
 cannot open a hanging transaction. The later batches of that transaction continue it and
 make no call; batches verifying at the same time share one call.
-
-Ray restarts a leader with the arguments it was created with, whose topic configs may be
-older than the controller's (IncrementalAlterConfigs): a restarted leader asks the controller
-for them before it serves (and keeps asking, every OPEN_RETRY_S, while it cannot reach it).
 """
 from __future__ import annotations
 
@@ -30,25 +29,21 @@ import logging
 import os
 import shutil
 import time
-
-import ray
+from typing import Callable
 
 from runtime.errors import Errors, KafkaError
-from runtime.log import LogWriteError
+from runtime.log import LogWriteError, SyncPoint
 from runtime.messages.errors import error_response
 from runtime.messages.topics import (DeleteRecordsRequest, DeleteRecordsResponse, FetchRequest, FetchResponse,
-                                     ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, ProduceRequest,
-                                     ProduceResponse)
+                                     ListOffsetsRequest, ListOffsetsResponse, ProduceRequest, ProduceResponse)
 from runtime.messages.txn import (AddPartitionsToTxnRequest, AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
-                                  WriteTxnMarkersRequest, WriteTxnMarkersResponse)
+                                  WritableTxnMarker)
 from runtime.topics.internal import log_name
 from runtime.topics.partition import PartitionLog
 
 from .. import naming
 from ..errors import to_kafka_error
-from ..placement import current_node, restarted_actor
 from ..retry import ActorDirectory
-from .coalescing import run_batched
 from .shard_host import _truthy, log_io, now_ms
 
 log = logging.getLogger(__name__)
@@ -58,13 +53,16 @@ log = logging.getLogger(__name__)
 REORDER_WAIT_S = 0.2
 # How often a log that failed to open, or went offline, is tried again.
 OPEN_RETRY_S = 1.0
-# How long a restarted leader's request waits for the controller's configs before it serves
-# with those it was created with.
-CONFIGS_TIMEOUT_S = 5.0
 
 
-class PartitionLeaderActor:
-    def __init__(self, data_dir: str, topic: str, partition: int, topic_configs: dict, config: dict) -> None:
+class PartitionLeader:
+    """`directory` reaches the transaction coordinators; `wants_flush(leader)` asks the host
+    for a flush of this leader's appends; `on_data()` tells the host's fetch waiters that a
+    high watermark moved."""
+
+    def __init__(self, data_dir: str, topic: str, partition: int, topic_configs: dict, config: dict,
+                 directory: ActorDirectory, wants_flush: Callable[["PartitionLeader"], None],
+                 on_data: Callable[[], None]) -> None:
         self.topic = topic
         self.partition = partition
         self._dir = os.path.join(data_dir, log_name(topic, partition))
@@ -74,20 +72,27 @@ class PartitionLeaderActor:
         self._open_error: str | None = None
         self._retry_open_at = 0.0
         self._deleted = False
-        self._waiters: list[asyncio.Future] = []  # appended, waiting for the next flush
+        # Appended, waiting for the flush: (the log's end offset after the append, its answer).
+        self._waiters: list[tuple[int, asyncio.Future]] = []
         # Appends whose flush failed, answered once the offline log has cut them off.
         self._unsettled: list[asyncio.Future] = []
-        self._flush_scheduled = False
         self._data = asyncio.Event()  # set when the high watermark moves
         self._appended = asyncio.Event()  # set when a batch is appended
-        self._retention_task = None
         self._recovery: asyncio.Task | None = None
         # Producer id -> (verification guard, its coordinator call): at most one per producer.
         self._verifications: dict[int, tuple[object, asyncio.Future]] = {}
-        self._actors: ActorDirectory | None = None
-        self._stale_configs = restarted_actor()
-        self._configs_asked: asyncio.Task | None = None
-        self._ask_configs_at = 0.0
+        self._actors = directory
+        self._wants_flush = wants_flush
+        self._on_data = on_data
+
+    def open(self) -> None:
+        """Open the log (a restarted host opens its partitions' logs on threads, in
+        parallel: nothing else touches this leader until it is open); a failure is kept and
+        answered as KAFKA_STORAGE_ERROR, and opening is tried again by the next request."""
+        try:
+            self._ensure_open()
+        except KafkaError:
+            pass
 
     def _ensure_open(self) -> PartitionLog:
         """The log, opened (or reopened after it went offline) if need be; raises
@@ -114,24 +119,36 @@ class PartitionLeaderActor:
         for line in self._plog.log.recovered:
             log.warning("%s-%d: %s", self.topic, self.partition, line)
         self._settle()
-        if self._retention_task is None:
-            interval = int(self._config.get("log.retention.check.interval.ms", 300000)) / 1000
-            self._retention_task = asyncio.get_running_loop().create_task(self._retention_loop(interval))
         return self._plog
 
     def _log_failed(self, error: LogWriteError) -> None:
         """An append or flush failed. If the log went offline, the appends waiting for a
-        flush can no longer become durable: they fail once the log has cut them off, and
-        the log is reopened."""
+        flush that it did not make durable can no longer become so: they fail once the log
+        has cut them off, and the log is reopened. Those it made durable before the failure
+        (a roll flushes, then opens the next segment) are answered as written."""
         if self._plog is None or not self._plog.offline:
             return  # one append failed and was cut back; the log goes on
         log.error("%s-%d: the log is offline: %s", self.topic, self.partition, error)
         self._open_error = str(error)
-        self._unsettled.extend(self._waiters)
+        self._answer_durable(self._plog.high_watermark)
+        self._unsettled.extend(w for _, w in self._waiters)
         self._waiters = []
         self._settle()
         if self._recovery is None or self._recovery.done():
             self._recovery = asyncio.get_running_loop().create_task(self._recover())
+
+    def _answer_durable(self, durable: int) -> None:
+        """Answer the waiters whose appends are below `durable` (the log's durable offset)."""
+        done = [w for end, w in self._waiters if end <= durable]
+        if not done:
+            return
+        self._waiters = [(end, w) for end, w in self._waiters if end > durable]
+        for w in done:
+            if not w.done():
+                w.set_result(None)
+        self._data.set()
+        self._data = asyncio.Event()
+        self._on_data()
 
     def _settle(self) -> None:
         if self._unsettled and (self._plog is None or not self._plog.unsettled):
@@ -147,55 +164,16 @@ class PartitionLeaderActor:
             except KafkaError:
                 await asyncio.sleep(max(self._retry_open_at - time.monotonic(), 0.0))
 
-    def _directory(self) -> ActorDirectory:
-        if self._actors is None:
-            self._actors = ActorDirectory(self._config.get(naming.NAMESPACE_KEY) or ray.get_runtime_context().namespace)
-        return self._actors
-
-    async def _current_configs(self) -> None:
-        """After a restart, before serving: the topic's configs as the controller has them."""
-        if not self._stale_configs or time.monotonic() < self._ask_configs_at:
-            return
-        if self._configs_asked is None or self._configs_asked.done():
-            self._configs_asked = asyncio.get_running_loop().create_task(self._ask_configs())
-        await asyncio.shield(self._configs_asked)
-
-    async def _ask_configs(self) -> None:
-        try:
-            response = await self._directory().call_async(naming.CONTROLLER, "metadata",
-                                                          MetadataRequest((self.topic,)), timeout_s=CONFIGS_TIMEOUT_S)
-        except KafkaError as e:
-            self._ask_configs_at = time.monotonic() + OPEN_RETRY_S
-            log.warning("%s-%d: serving with the configs it was created with: the controller did not answer: %s",
-                        self.topic, self.partition, e)
-            return
-        for topic in response.topics:
-            if topic.name == self.topic and not topic.error_code:
-                await self.alter_configs(topic.configs)
-        self._stale_configs = False
-
-    async def ready(self) -> dict:
-        await self._current_configs()
-        self._ensure_open()
-        return await self.status()
-
     async def status(self) -> dict:
         p = self._plog
         state = "offline" if p is not None and p.offline else "active" if p else "initial"
         return {"name": f"{self.topic}-{self.partition}", "state": state, "error": self._open_error,
                 "log_start_offset": p.log_start_offset if p else None,
-                "high_watermark": p.high_watermark if p else None, "size": p.size if p else None,
-                "pid": os.getpid(), "node_id": current_node()}
+                "high_watermark": p.high_watermark if p else None, "size": p.size if p else None}
 
     # ------------------------------------------------------------------ produce
 
-    async def batched(self, method: str, calls: list[tuple]) -> list:
-        """Many produces in one Ray call (the gateway gathers those bound for this partition),
-        appended in the order given and made durable by one flush."""
-        return await run_batched(self, method, calls)
-
     async def produce(self, request: ProduceRequest) -> ProduceResponse:
-        await self._current_configs()
         give_up = time.monotonic() + REORDER_WAIT_S
         while True:
             try:
@@ -216,12 +194,13 @@ class PartitionLeaderActor:
                     pass
             except LogWriteError as e:
                 # This batch's own bytes are not in the log (a failed write leaves at most a
-                # torn tail): it can be answered now. Those before it wait for the cut.
+                # torn tail): it can be answered now. Those before it wait for the cut, or
+                # are answered as written if the log made them durable before it failed.
                 self._log_failed(e)
                 return error_response(request, KafkaError(Errors.KAFKA_STORAGE_ERROR, str(e)))
         self._appended.set()
         self._appended = asyncio.Event()
-        error = await self._durable()
+        error = await self.flushed()
         if error is not None:
             return error_response(request, KafkaError(Errors.KAFKA_STORAGE_ERROR, error))
         return ProduceResponse(self.topic, self.partition, 0, base, -1, plog.log_start_offset)
@@ -253,7 +232,7 @@ class PartitionLeaderActor:
             request.transactional_id, request.producer_id, request.producer_epoch, True,
             (AddPartitionsToTxnTopic(self.topic, (self.partition,)),)),))
         try:
-            response = await self._directory().send(name, "add_partitions_to_txn", ask,
+            response = await self._actors.send(name, "add_partitions_to_txn", ask,
                                                     timeout_s=int(self._config.get("request.timeout.ms", 30000)) / 1000)
         except KafkaError:
             raise
@@ -271,90 +250,86 @@ class PartitionLeaderActor:
             raise KafkaError(error, f"{self.topic}-{self.partition} is not in the transaction of "
                                     f"{request.transactional_id}: {error.name}")
 
-    async def _durable(self) -> str | None:
-        """Wait for the flush of everything appended so far; the error if it failed."""
+    def flushed(self) -> asyncio.Future:
+        """The flush of everything appended so far: its error, or None. Asked right after
+        the append, in the same turn of the loop, so that the waiter names that append."""
         future = asyncio.get_running_loop().create_future()
-        self._waiters.append(future)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
-        return await future
+        self._waiters.append((self._plog.log_end_offset, future))
+        if len(self._waiters) == 1:
+            self._wants_flush(self)
+        return future
 
-    async def write_txn_markers(self, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
-        """Append the commit or abort markers addressed to this partition (a marker naming
-        another partition gets NOT_LEADER_OR_FOLLOWER) and answer once they are durable."""
-        results: list[tuple[int, str, int, int]] = []  # (producer id, topic, partition, error code)
-        appended = False
-        for marker in request.markers:
-            for topic in marker.topics:
-                for partition in topic.partition_indexes:
-                    code = Errors.NONE.code
-                    if (topic.name, partition) != (self.topic, self.partition):
-                        code = Errors.NOT_LEADER_OR_FOLLOWER.code
-                    else:
-                        try:
-                            self._ensure_open().append_control_marker(
-                                marker.producer_id, marker.producer_epoch, marker.transaction_result,
-                                marker.coordinator_epoch, now_ms(), marker.transaction_version)
-                            appended = True
-                        except KafkaError as e:
-                            code = e.code
-                        except LogWriteError as e:
-                            self._log_failed(e)
-                            code = Errors.KAFKA_STORAGE_ERROR.code
-                    results.append((marker.producer_id, topic.name, partition, code))
-        if appended and await self._durable() is not None:
-            results = [(pid, t, p, Errors.KAFKA_STORAGE_ERROR.code if code == 0 else code)
-                       for pid, t, p, code in results]
-        return WriteTxnMarkersResponse.from_results(results)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        if self._plog is None:
-            self._unsettled.extend(self._waiters)
-            self._waiters = []
-            self._settle()
-            return
-        waiters, self._waiters = self._waiters, []
+    def append_txn_marker(self, marker: WritableTxnMarker) -> int:
+        """Append a commit or abort marker (durable with the next flush); its error code."""
         try:
-            self._plog.flush()
+            self._ensure_open().append_control_marker(
+                marker.producer_id, marker.producer_epoch, marker.transaction_result,
+                marker.coordinator_epoch, now_ms(), marker.transaction_version)
+        except KafkaError as e:
+            return e.code
         except LogWriteError as e:
-            self._waiters[:0] = waiters
+            self._log_failed(e)
+            return Errors.KAFKA_STORAGE_ERROR.code
+        return Errors.NONE.code
+
+    def begin_flush(self) -> SyncPoint | None:
+        """The first half of a flush of the waiting appends (the host runs the fsync off
+        its loop, for many partitions at once): its sync point, or None when there is
+        nothing to fsync (those durable already are answered now) or the log failed."""
+        if not self._waiters or self._plog is None:
+            return None
+        try:
+            point = self._plog.sync_point()
+        except LogWriteError as e:
+            self._log_failed(e)
+            return None
+        if point is None:
+            self._answer_durable(self._plog.high_watermark)
+        return point
+
+    def end_flush(self, point: SyncPoint) -> None:
+        """The fsync of `point` is over: answer what it made durable, and ask for another
+        flush for what was appended meanwhile."""
+        if self._plog is None:
+            return  # deleted meanwhile: its waiters were answered
+        try:
+            self._plog.synced(point)
+        except LogWriteError as e:
             self._log_failed(e)
             return
-        for w in waiters:
-            if not w.done():
-                w.set_result(None)
-        self._data.set()
-        self._data = asyncio.Event()
+        self._answer_durable(self._plog.high_watermark)
+        if self._waiters:
+            self._wants_flush(self)
 
     # ------------------------------------------------------------------ fetch
 
-    async def fetch(self, request: FetchRequest) -> FetchResponse:
-        await self._current_configs()
-        deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+    def read(self, request: FetchRequest) -> FetchResponse:
+        """What the log holds for the fetch now, without waiting."""
         try:
-            plog = self._ensure_open()
-            while True:
-                data = self._data
-                response = plog.fetch(request.fetch_offset, request.partition_max_bytes, request.max_records,
-                                      request.isolation_level)
-                size = sum(len(b.records) for b in response.batches)
-                remaining = deadline - time.monotonic()
-                if size >= max(request.min_bytes, 1) or remaining <= 0:
-                    return response
-                try:
-                    await asyncio.wait_for(data.wait(), remaining)
-                except asyncio.TimeoutError:
-                    pass
+            return self._ensure_open().fetch(request.fetch_offset, request.partition_max_bytes, request.max_records,
+                                             request.isolation_level)
         except KafkaError as e:
             p = self._plog
             return FetchResponse(self.topic, self.partition, e.code,
                                  p.high_watermark if p else -1, p.high_watermark if p else -1,
                                  p.log_start_offset if p else -1, error_message=e.message)
 
+    async def fetch(self, request: FetchRequest) -> FetchResponse:
+        """The long poll of one partition: until min_bytes are there or max_wait passed."""
+        deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+        while True:
+            data = self._data
+            response = self.read(request)
+            size = sum(len(b.records) for b in response.batches)
+            remaining = deadline - time.monotonic()
+            if response.error_code or size >= max(request.min_bytes, 1) or remaining <= 0:
+                return response
+            try:
+                await asyncio.wait_for(data.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+
     async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
-        await self._current_configs()
         try:
             return self._ensure_open().list_offsets(request.timestamp, request.isolation_level)
         except KafkaError as e:
@@ -373,13 +348,7 @@ class PartitionLeaderActor:
 
     # ------------------------------------------------------------------ retention and lifecycle
 
-    async def _retention_loop(self, interval_s: float) -> None:
-        while True:
-            await asyncio.sleep(interval_s)
-            await self.apply_retention()
-
     async def apply_retention(self) -> list[str]:
-        await self._current_configs()
         try:
             deleted = self._ensure_open().apply_retention(now_ms())
         except Exception as e:
@@ -391,22 +360,20 @@ class PartitionLeaderActor:
             log.info("%s-%d: retention deleted %s", self.topic, self.partition, deleted)
         return deleted
 
-    async def alter_configs(self, topic_configs: dict) -> None:
+    def alter_configs(self, topic_configs: dict) -> None:
         """The topic's configs after the controller changed them."""
         self._topic_configs = dict(topic_configs)
         if self._plog is not None:
             self._plog.set_configs(self._topic_configs)
 
-    async def delete_data(self) -> None:
+    def delete_data(self) -> None:
         """The topic was deleted: close the log and remove its folder."""
-        if self._retention_task is not None:
-            self._retention_task.cancel()
         self._deleted = True
         self._open_error = "the topic was deleted"
         if self._plog is not None:
             self._plog.close()
             self._plog = None
-        self._unsettled.extend(self._waiters)
+        self._unsettled.extend(w for _, w in self._waiters)
         self._waiters = []
         self._settle()
         shutil.rmtree(self._dir, ignore_errors=True)

@@ -78,7 +78,7 @@ class SharePartitionActor:
         self._group_configs: dict = {}
         self._coordinator = naming.find_coordinator(
             naming.CoordinatorType.SHARE, naming.share_coordinator_key(group_id, topic_id, partition), config)
-        self._leader = naming.partition_leader(topic, partition)
+        self._leader = naming.partition_host_of(topic, partition, config)  # reads go through its host
         self._group_coordinator = naming.find_coordinator(naming.CoordinatorType.GROUP, group_id, config)
         # The group's members, as the group coordinator last listed them; kept across reloads.
         self._members = ShareMembers(group_id)

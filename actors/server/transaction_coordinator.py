@@ -44,6 +44,7 @@ class TransactionCoordinatorActor(ShardHost):
                          config, segment_bytes_key="transaction.state.log.segment.bytes")
         self._namespace = config.get(naming.NAMESPACE_KEY) or ray.get_runtime_context().namespace
         self._marker_timeout_s = int(config.get("request.timeout.ms", 30000)) / 1000
+        self._config = config
         self._sending: dict[str, asyncio.Task] = {}  # transactional id -> its marker task
         self._actors = ActorDirectory(self._namespace)
 
@@ -108,7 +109,7 @@ class TransactionCoordinatorActor(ShardHost):
         """Write one partition's marker, retrying until its leader answers for it."""
         topic, partition = tp
         name = (naming.group_coordinator(partition) if topic == OFFSETS_TOPIC
-                else naming.partition_leader(topic, partition))
+                else naming.partition_host_of(topic, partition, self._config))
         backoff = Backoff(50, 1000)
         while True:
             try:
@@ -117,16 +118,15 @@ class TransactionCoordinatorActor(ShardHost):
                 codes = [p.error_code for m in response.markers for t in m.topics for p in t.partitions]
                 error = next((Errors.for_code(c) for c in codes if c), None)
             except ActorNotFound:
-                if topic != OFFSETS_TOPIC and not await self._topic_exists(topic):
-                    log.warning("%s: %s was deleted: its marker is dropped", self.runtime.name, topic)
-                    return
-                await asyncio.sleep(backoff.next_s())  # the leader is being (re)created
-                continue
+                error = Errors.NOT_LEADER_OR_FOLLOWER  # the coordinator is being (re)created
             except asyncio.CancelledError:
                 raise
             except Exception as e:
                 error = to_kafka_error(e).error if not isinstance(e, asyncio.TimeoutError) else Errors.REQUEST_TIMED_OUT
             if error is None:
+                return
+            if error is Errors.NOT_LEADER_OR_FOLLOWER and topic != OFFSETS_TOPIC and not await self._topic_exists(topic):
+                log.warning("%s: %s was deleted: its marker is dropped", self.runtime.name, topic)
                 return
             if error in _MARKER_GIVE_UP:
                 log.error("%s: %s refused the marker %s: %s", self.runtime.name, name, request, error.name)

@@ -21,6 +21,11 @@ from ..security.scram import ScramCredential
 from .records import TopicKey, topic_record, topic_tombstone
 from .internal import is_internal
 
+# The config key under which a deployment records how many partition hosts it runs
+# (partition.hosts.per.node times the Ray nodes it was deployed on).
+PARTITION_HOSTS_KEY = "shoal.partition.hosts"
+# The partitions a deployment takes per partition host unless max.partitions says otherwise.
+PARTITIONS_PER_HOST = 4000
 # Kafka's Topic.validate: legal characters and length.
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
@@ -101,9 +106,27 @@ class TopicMetadataShard(CoordinatorShard):
 
     # ------------------------------------------------------------------ writes
 
+    def _partition_limit(self) -> int:
+        """The most topic partitions the deployment takes: `max.partitions`, else 4,000
+        per partition host (Confluent's guidance for a Kafka broker)."""
+        config = self.context.config
+        given = config.get("max.partitions")
+        return int(given) if given else PARTITIONS_PER_HOST * max(int(config.get(PARTITION_HOSTS_KEY, 1)), 1)
+
+    def _raise_if_over_limit(self, adding: int, total: int) -> None:
+        limit = self._partition_limit()
+        if total + adding > limit:
+            raise KafkaError(Errors.POLICY_VIOLATION,
+                             f"{adding} more partitions would make {total + adding}, over the deployment's limit of "
+                             f"{limit} (max.partitions)")
+
+    def _partitions(self) -> int:
+        return sum(t.partitions for t in self.topics.values())
+
     def create_topics(self, request: CreateTopicsRequest, now_ms: int, new_topic_ids: list[str]) -> Result:
         records, results = [], []
         seen = set()
+        total = self._partitions()
         for topic, topic_id in zip(request.topics, new_topic_ids):
             try:
                 validate_topic_name(topic.name)
@@ -112,10 +135,12 @@ class TopicMetadataShard(CoordinatorShard):
                 if topic.num_partitions <= 0:
                     raise KafkaError(Errors.INVALID_PARTITIONS, "the number of partitions must be at least 1")
                 configs = validate_topic_configs({c.name: c.value for c in topic.configs if c.value is not None})
+                self._raise_if_over_limit(topic.num_partitions, total)
             except KafkaError as e:
                 results.append(CreatableTopicResult(topic.name, None, e.code, e.message))
                 continue
             seen.add(topic.name)
+            total += topic.num_partitions
             if not request.validate_only:
                 records.append(topic_record(topic.name, topic_id, topic.num_partitions, configs))
             results.append(CreatableTopicResult(topic.name, topic_id, 0, None, topic.num_partitions, configs))
@@ -135,6 +160,7 @@ class TopicMetadataShard(CoordinatorShard):
 
     def create_partitions(self, request: CreatePartitionsRequest, now_ms: int) -> Result:
         records, results = [], []
+        total = self._partitions()
         for t in request.topics:
             info = self.topics.get(t.name)
             if info is None:
@@ -145,6 +171,12 @@ class TopicMetadataShard(CoordinatorShard):
                     t.name, Errors.INVALID_PARTITIONS.code,
                     f"topic {t.name!r} has {info.partitions} partitions; the count can only grow"))
             else:
+                try:
+                    self._raise_if_over_limit(t.count - info.partitions, total)
+                except KafkaError as e:
+                    results.append(CreatePartitionsTopicResult(t.name, e.code, e.message))
+                    continue
+                total += t.count - info.partitions
                 if not request.validate_only:
                     records.append(topic_record(t.name, info.topic_id, t.count, info.configs))
                 results.append(CreatePartitionsTopicResult(t.name))

@@ -140,6 +140,13 @@ class PartitionLog:
     def flush(self) -> None:
         self.log.flush()
 
+    def sync_point(self):
+        """See FileLog.sync_point: a flush made on another thread."""
+        return self.log.sync_point()
+
+    def synced(self, point) -> None:
+        self.log.synced(point)
+
     @property
     def offline(self) -> str | None:
         return self.log.offline

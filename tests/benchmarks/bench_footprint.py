@@ -9,7 +9,7 @@ come from Ray's actor table (`ray._private.state.actors()`, a private API). Step
 each other in one deployment:
 
   base            the controller and one actor per coordinator state partition
-  topics          + TOPICS topics of PARTITIONS partitions (partition leaders)
+  topics          + TOPICS topics of PARTITIONS partitions (on the partition hosts)
   groups          + a classic group and a KIP-848 group of MEMBERS consumers each
   share           + SHARE_GROUPS share groups of MEMBERS members, each over one topic
   share idle      the share consumers closed, after group.share.partition.idle.ms
@@ -39,7 +39,7 @@ RESERVE_GB = 3  # the OS, Ray's own processes (GCS, raylet, dashboard agent), th
 
 KINDS = {"ControllerActor": "controller", "GroupCoordinatorActor": "group coordinator",
          "ShareCoordinatorActor": "share coordinator", "TransactionCoordinatorActor": "transaction coordinator",
-         "PartitionLeaderActor": "partition leader", "SharePartitionActor": "share partition",
+         "PartitionHostActor": "partition host", "SharePartitionActor": "share partition",
          "ConsumerActor": "consumer client", "ModernConsumerActor": "consumer client"}
 
 

@@ -12,7 +12,7 @@ from tests.conftest import wait_until
 
 def fetch_from(cluster, topic, offset):
     """One fetch, retried while the leader is down, as a consumer would."""
-    name = naming.partition_leader(topic, 0)
+    name = naming.partition_host_of(topic, 0, cluster.config)
     response = call(lambda: cluster.partition_leader(topic, 0), "fetch",
                     FetchRequest(topic, 0, offset, max_wait_ms=0), timeout_s=60,
                     on_failure=lambda: cluster._forget(name))
@@ -22,7 +22,7 @@ def fetch_from(cluster, topic, offset):
 
 def kill_leader(cluster, topic):
     pid = ray.get(cluster.partition_leader(topic, 0).status.remote())["pid"]
-    ray.kill(cluster.partition_leader(topic, 0), no_restart=False)
+    ray.kill(cluster.partition_host(topic, 0), no_restart=False)
     return pid
 
 

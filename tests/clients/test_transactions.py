@@ -4,6 +4,7 @@ import pytest
 import ray
 
 from actors import naming
+from actors.server.deployment import start_partition_hosts
 from runtime.errors import Errors, KafkaError
 from runtime.messages.topics import (LATEST_TIMESTAMP, READ_COMMITTED, FetchRequest, ListOffsetsRequest,
                                      ProduceRequest)
@@ -360,10 +361,9 @@ def test_a_coordinator_killed_between_prepare_and_complete_finishes_the_commit(c
     producer.init_transactions()
     producer.begin_transaction()
     producer.send("failover", b"survives").get(10)
-    description = cluster.describe_topic("failover")
-    # The leader goes away, so the markers cannot be written and the commit stays prepared.
-    ray.kill(cluster.partition_leader("failover", 0), no_restart=True)
-    cluster._forget(naming.partition_leader("failover", 0))
+    # The partition's host goes away, so the markers cannot be written and the commit stays prepared.
+    ray.kill(cluster.partition_host("failover", 0), no_restart=True)
+    cluster._forget(naming.partition_host_of("failover", 0, cluster.config))
     state = describe(cluster, "tx-failover")
     end = cluster.transaction_coordinator("tx-failover").end_txn.remote(
         EndTxnRequest("tx-failover", state.producer_id, state.producer_epoch, True))
@@ -373,7 +373,7 @@ def test_a_coordinator_killed_between_prepare_and_complete_finishes_the_commit(c
     ray.kill(coordinator, no_restart=False)
     with pytest.raises(Exception):
         ray.get(end, timeout=30)
-    cluster._start_partition_leaders(description, [0])  # the leader comes back and reloads
+    ray.get(start_partition_hosts(cluster.directory, cluster._deployment, []))  # it comes back and reloads
     wait_until(lambda: describe(cluster, "tx-failover").transaction_state == "CompleteCommit", 60)
     assert values(cluster, "failover") == [b"survives"]
     producer.close()

@@ -57,7 +57,7 @@ def test_a_partition_is_led_by_the_gateway_on_its_leaders_node(deployment):
     try:
         admin.create_topics([NewTopic("spread", 2, 1)])
         # Every partition-leader actor needs the worker's resource, so all run there.
-        wait_until(lambda: all(cluster.directory.call(naming.partition_leader("spread", p), "status")["node_id"]
+        wait_until(lambda: all(cluster.directory.call(naming.partition_host_of("spread", p, cluster.config), "status")["node_id"]
                                == worker for p in range(2)), message="the partition leaders on the worker")
         (topic,) = admin.describe_topics(["spread"])
     finally:

@@ -70,7 +70,7 @@ def test_a_worker_node_dies_under_load(nodes, tmp_path):
         cluster.create_topic("mn", 2)
         cluster.create_topic("mn-txn", 2)
         worker_ids = {w.node_id for w in workers}
-        victim = node_of(cluster, naming.partition_leader("mn", 0))
+        victim = node_of(cluster, naming.partition_host_of("mn", 0, cluster.config))
         assert victim in worker_ids
         kinds = {kind: [node_of(cluster, name(p)) for p in range(COUNTS)] for kind, name in
                  (("group", naming.group_coordinator), ("share", naming.share_coordinator),
@@ -202,7 +202,7 @@ def test_a_worker_node_dies_under_load(nodes, tmp_path):
         except AssertionError as e:
             raise AssertionError(f"{e}; now {progress()}; errors: "
                                  f"{ {t.name: t.errors[-3:] for t in threads} }") from None
-        wait_until(lambda: node_of(cluster, naming.partition_leader("mn", 0)) != victim, timeout_s=60,
+        wait_until(lambda: node_of(cluster, naming.partition_host_of("mn", 0, cluster.config)) != victim, timeout_s=60,
                    message="the leader restarted on the other worker")
         stop.set()
         for t in threads:

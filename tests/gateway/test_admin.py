@@ -7,6 +7,7 @@ require_stable are checked on raw requests (kio), as no client sends them on dem
 import asyncio
 import contextlib
 import io
+import os
 import socket
 import struct
 
@@ -457,25 +458,19 @@ def test_bad_topic_input_gets_kafkas_errors_and_changes_nothing(cluster, cadmin)
     assert len(cadmin.list_topics(topic="steady", timeout=30).topics["steady"].partitions) == 2
 
 
-class LeaderThatCannotStart:
-    """Holds a partition leader's name as a leader whose log does not open would: the
-    gateway finds it there and its ready() fails."""
-
-    def ready(self):
-        raise KafkaError(Errors.KAFKA_STORAGE_ERROR, "the leader's log does not open")
-
-
 @contextlib.contextmanager
 def leaders_that_cannot_start(cluster, partitions):
-    import ray
-    actors = [ray.remote(num_cpus=0)(LeaderThatCannotStart).options(
-        name=naming.partition_leader(topic, p), namespace=cluster.namespace).remote() for topic, p in partitions]
+    """A file where each partition's log directory goes: the host cannot open those logs."""
+    from runtime.topics.internal import log_name
+    paths = [os.path.join(cluster.data_dir, log_name(topic, p)) for topic, p in partitions]
+    for path in paths:
+        with open(path, "w"):
+            pass
     try:
-        ray.get([a.__ray_ready__.remote() for a in actors], timeout=60)
         yield
     finally:
-        for a in actors:
-            ray.kill(a)
+        for path in paths:
+            os.remove(path)
 
 
 def test_a_failed_create_partitions_is_an_error_on_each_topic_for_each_admin_client(cluster, kadmin, cadmin):

@@ -25,7 +25,7 @@ def _restarted(cluster, pid: int) -> bool:
     try:
         status = ray.get(cluster.partition_leader(TOPIC, 0).status.remote(), timeout=10)
     except Exception:
-        cluster._forget(naming.partition_leader(TOPIC, 0))
+        cluster._forget(naming.partition_host_of(TOPIC, 0, cluster.config))
         return False
     return status["pid"] != pid
 

@@ -1,7 +1,8 @@
 """The partition leader on a failing disk (issue 15, finding 1): group commit never
-acknowledges a produce whose flush failed, no offset goes to two batches that were both
-acknowledged, and the producer state and transaction markers follow. The actor class runs on
-an asyncio loop of its own, without Ray, over real files and a FaultyIO."""
+acknowledges a produce whose flush failed, acknowledges one the log made durable before it
+failed, gives no offset to two batches that were both acknowledged, and the producer state
+and transaction markers follow. A partition host (the actor class) leading the partition
+runs on an asyncio loop of its own, without Ray, over real files and a FaultyIO."""
 import asyncio
 import functools
 import time
@@ -9,7 +10,7 @@ import time
 import pytest
 
 from actors.server import partition_leader
-from actors.server.partition_leader import PartitionLeaderActor
+from actors.server.partition_host import PartitionHostActor
 from runtime.errors import Errors
 from runtime.messages.topics import READ_COMMITTED, FetchRequest, ProduceRequest
 from runtime.messages.txn import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
@@ -27,8 +28,23 @@ def disk(tmp_path, monkeypatch):
     monkeypatch.setattr(partition_leader, "PartitionLog", functools.partial(PartitionLog, io=io))
     monkeypatch.setattr(partition_leader, "OPEN_RETRY_S", 0.02)
     # Small segments: a produce of BIG bytes does not fit behind another, so it rolls.
-    return lambda: PartitionLeaderActor(str(tmp_path), "t", 0, {"segment.bytes": 250},
-                                        {"log.flush.fsync": True}), io
+    return lambda: host_of(str(tmp_path), [("t", 0, {"segment.bytes": 250})]), io
+
+
+def host_of(data_dir: str, partitions: list) -> PartitionHostActor:
+    """A partition host leading `partitions` ((topic, partition, configs)), as if the
+    controller had them."""
+    host = PartitionHostActor(data_dir, 0, {"log.flush.fsync": True})
+
+    async def assigned():
+        return partitions
+    host._assigned = assigned
+    return host
+
+
+def part(host: PartitionHostActor, topic: str = "t", partition: int = 0):
+    """The host's leader of the partition (its log and internals)."""
+    return host._leaders[(topic, partition)]
 
 
 BIG = b"x" * 200
@@ -80,15 +96,15 @@ def test_a_produce_whose_flush_failed_in_another_produces_roll_is_not_acknowledg
             await eventually(lambda: io.ops.count("fsync") >= 4)
             assert not a.done()
             assert (await leader.produce(produce(b"refused"))).error_code == STORAGE_ERROR
-            assert (await leader.status())["state"] == "offline"
+            assert (await leader.partition_status("t", 0))["state"] == "offline"
             io.fail_ops = set()
         response = await asyncio.wait_for(a, 10)
         assert response.error_code == STORAGE_ERROR  # never an acknowledgement
-        await eventually(lambda: not leader._plog.offline)
+        await eventually(lambda: not part(leader)._plog.offline)
         c = await leader.produce(produce(b"C"))
         assert c.error_code == 0 and c.base_offset == 1  # A's offset: A is not in the log
         assert await values(leader) == [b"first", b"C"]
-        assert (await leader.status())["high_watermark"] == 2
+        assert (await leader.partition_status("t", 0))["high_watermark"] == 2
 
     asyncio.run(scenario())
 
@@ -101,7 +117,7 @@ def test_an_idempotent_producers_retries_after_the_failure_land_exactly_once(dis
         assert (await leader.produce(produce(b"0", pid=7, seq=0))).error_code == 0
         a, b = await roll_fails_behind(leader, io, leader.produce(produce(b"1", pid=7, seq=1)), "once")
         assert (await a).error_code == STORAGE_ERROR and b.result().error_code == STORAGE_ERROR
-        await eventually(lambda: not leader._plog.offline)
+        await eventually(lambda: not part(leader)._plog.offline)
         # The producer state forgot the lost batch: its retry is appended, not called a
         # duplicate of a batch that is not there; a second retry is a duplicate.
         retry = await leader.produce(produce(b"1", pid=7, seq=1))
@@ -123,13 +139,14 @@ def test_a_transaction_marker_whose_flush_failed_is_not_acknowledged_and_the_tra
 
     async def scenario():
         leader = make()
-        leader._verify = coordinator_agrees
+        await leader.ready()
+        part(leader)._verify = coordinator_agrees
         assert (await leader.produce(produce(b"in txn", pid=9, seq=0, txn=True))).error_code == 0
         marker, b = await roll_fails_behind(leader, io, leader.write_txn_markers(commit), "once")
         result = (await marker).markers[0].topics[0].partitions[0]
         assert result.error_code == STORAGE_ERROR
-        await eventually(lambda: not leader._plog.offline)
-        assert leader._plog.last_stable_offset == 0  # the transaction is still open
+        await eventually(lambda: not part(leader)._plog.offline)
+        assert part(leader)._plog.last_stable_offset == 0  # the transaction is still open
         assert await values(leader, READ_COMMITTED) == []
         # The coordinator's retry of the marker commits it.
         result = (await leader.write_txn_markers(commit)).markers[0].topics[0].partitions[0]
@@ -147,8 +164,35 @@ def test_a_log_that_failed_to_open_is_retried(disk, tmp_path):
         leader = make()
         assert (await leader.produce(produce(b"x"))).error_code == STORAGE_ERROR
         io.fail_ops = set()
-        await eventually(lambda: time.monotonic() >= leader._retry_open_at)
+        await eventually(lambda: time.monotonic() >= part(leader)._retry_open_at)
         response = await leader.produce(produce(b"x"))
         assert (response.error_code, response.base_offset) == (0, 0)
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("failing", ["open", "fsync_dir"])
+def test_a_produce_made_durable_by_a_roll_that_then_failed_is_acknowledged(disk, failing):
+    """A produce waiting for the flush is made durable by another produce's roll (it flushes
+    first), whose next step fails: the first is in the log after the reopen, so it is
+    answered as written, at its offset, and the next produce takes the following one."""
+    make, io = disk
+
+    async def scenario():
+        leader = make()
+        assert (await leader.produce(produce(b"first"))).base_offset == 0
+        a = asyncio.ensure_future(leader.produce(produce(b"A")))
+        await asyncio.sleep(0)  # A appended, its flush not yet run
+        io.fail_ops = {failing}
+        b = await leader.produce(produce(BIG))
+        assert b.error_code == STORAGE_ERROR
+        assert failing in io.ops[-3:]  # the roll failed after its flush (fsync) went through
+        io.fail_ops = set()
+        answer = await asyncio.wait_for(a, 10)
+        assert (answer.error_code, answer.base_offset) == (0, 1)
+        await eventually(lambda: not part(leader)._plog.offline)
+        c = await leader.produce(produce(b"C"))
+        assert (c.error_code, c.base_offset) == (0, 2)
+        assert await values(leader) == [b"first", b"A", b"C"]
 
     asyncio.run(scenario())

@@ -74,6 +74,6 @@ def _restarted(cluster, killed) -> bool:
     try:
         status = leader_status(cluster)
     except Exception:
-        cluster._forget(naming.partition_leader(TOPIC, 0))
+        cluster._forget(naming.partition_host_of(TOPIC, 0, cluster.config))
         return False
     return status["pid"] not in killed and status["state"] == "active"

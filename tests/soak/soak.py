@@ -467,13 +467,13 @@ class Soak:
         if kind == "transaction_coordinator":
             return [naming.transaction_coordinator(p)
                     for p in range(int(config["transaction.state.log.num.partitions"]))]
-        if kind == "partition_leader":
-            return [naming.partition_leader(t, p) for t in (TOPIC, TXN_TOPIC) for p in range(PARTITIONS)]
+        if kind == "partition_host":
+            return naming.every_partition_host(config)
         return [naming.share_partition("soak-share", TOPIC, p) for p in range(PARTITIONS)]
 
     def fault(self) -> None:
         kinds = ["group_coordinator", "share_coordinator", "transaction_coordinator", "controller",
-                 "partition_leader", "share_partition", "consumer_client", "share_consumer_client",
+                 "partition_host", "share_partition", "consumer_client", "share_consumer_client",
                  "kafka_share_consumer"]
         kind = self.rng.choice(kinds + (["node"] if self.nodes else []))
         self.fault_log.append((time.monotonic(), kind, None))

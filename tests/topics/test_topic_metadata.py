@@ -92,3 +92,18 @@ def test_bad_topic_configs_change_nothing(tmp_path, name, configs, error):
         alter(h, name, configs)
     assert e.value.error is error
     assert h.runtime.log.end_offset == end and h.shard.topics["a"].configs == {"retention.ms": 1000}
+
+
+def test_partitions_past_the_limit_are_a_policy_violation_and_create_nothing(tmp_path):
+    h = ShardHarness(str(tmp_path), TopicMetadataShard, config={"max.partitions": 10})
+    r = create(h, CreatableTopic("six", 6), CreatableTopic("five", 5), CreatableTopic("four", 4))
+    assert [t.error_code for t in r.topics] == [0, Errors.POLICY_VIOLATION.code, 0]
+    assert "over the deployment's limit of 10" in r.topics[1].error_message
+    end = h.runtime.log.end_offset
+    grow = h.call(lambda s, now: s.create_partitions(CreatePartitionsRequest((CreatePartitionsTopic("six", 7),)), now))
+    assert grow.results[0].error_code == Errors.POLICY_VIOLATION.code
+    assert h.runtime.log.end_offset == end and sorted(h.shard.topics) == ["four", "six"]
+    # Without max.partitions, the limit is 4,000 per partition host the deployment runs.
+    h2 = ShardHarness(str(tmp_path / "hosts"), TopicMetadataShard, config={"shoal.partition.hosts": 2})
+    assert [t.error_code for t in create(h2, CreatableTopic("a", 8000), CreatableTopic("b", 1)).topics] == [
+        0, Errors.POLICY_VIOLATION.code]
