@@ -69,7 +69,7 @@ class TopicDescription:
 
 def _check_listeners(config: dict) -> None:
     """A listener the gateways could not serve is refused before anything is deployed."""
-    from .server.gateway import parse_listeners
+    from .server.gateway.actor import parse_listeners
     from .server.tls import server_context
     for key in ("listeners", "advertised.listeners"):
         if config.get(key):
@@ -241,7 +241,7 @@ class Cluster:
         of their starts."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        from .server.gateway import GatewayActor
+        from .server.gateway.actor import GatewayActor
         refs = []
         for broker_id, node in enumerate(_live_nodes()):
             name = naming.gateway(broker_id)

@@ -183,7 +183,7 @@ def _timed(request: str, fn, coordinator):
 
 def _share_state_written(coordinator: str, args: tuple, response: Any) -> None:
     """Records moved to a terminal or available state by a successful share-state write."""
-    from runtime.share.records import RecordState
+    from runtime.share_state.records import RecordState
     request = args[0]
     ok = {(r.topic_id, p.partition) for r in response.results for p in r.partitions if not p.error_code}
     counts = {RecordState.ACKNOWLEDGED: 0, RecordState.ARCHIVED: 0, RecordState.AVAILABLE: 0}

@@ -6,7 +6,7 @@ import enum
 from typing import Callable, Mapping
 
 from runtime.hashing import partition_for
-from runtime.share.coordinator import share_coordinator_key
+from runtime.share_state.coordinator import share_coordinator_key
 from runtime.topics.metadata import PARTITION_HOSTS_KEY
 
 from .config import DEFAULTS

@@ -24,7 +24,7 @@ RECORD_MODULES = (
     "runtime.topics.records",
     "runtime.security.users",
     "runtime.group.records",
-    "runtime.share.records",
+    "runtime.share_state.records",
     "runtime.txn.records",
 )
 

@@ -84,8 +84,8 @@ def consumer_group_lag(spark, data_dir: str):
 def share_partition_summary(key: dict, records: list[tuple[int, str, dict | None]]) -> dict | None:
     """The loaded state of one share-partition from its records in offset order
     ((offset, record type, value or None)), summarised; None once its state is deleted."""
-    from runtime.share.coordinator import apply_update
-    from runtime.share.records import PersisterStateBatch, ShareSnapshotValue, ShareUpdateValue
+    from runtime.share_state.coordinator import apply_update
+    from runtime.share_state.records import PersisterStateBatch, ShareSnapshotValue, ShareUpdateValue
 
     def value_of(cls, value: dict):
         return cls(**{**value, "state_batches": tuple(PersisterStateBatch(**b) for b in value["state_batches"])})

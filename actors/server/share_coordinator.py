@@ -10,7 +10,7 @@ from runtime.messages.share_state import (
     ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse, WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
 )
-from runtime.share.coordinator import ShareCoordinatorShard
+from runtime.share_state.coordinator import ShareCoordinatorShard
 from runtime.topics.internal import SHARE_GROUP_STATE_TOPIC, log_name
 
 from .shard_host import ShardHost

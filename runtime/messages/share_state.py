@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..share.records import PersisterStateBatch
+from ..share_state.records import PersisterStateBatch
 from ..errors import KafkaError
 from .errors import answers_errors_of
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..errors import Errors, KafkaError
 from ..messages.share import NO_ACQUISITION
-from .records import RecordState
+from ..share_state.records import RecordState
 
 __all__ = ["EMPTY_MEMBER_ID", "TRANSITIONS", "TERMINAL", "InFlightState", "InFlightBatch", "GapWindow", "LockTimer"]
 

@@ -42,7 +42,7 @@ from ..messages.share_state import (UNINITIALIZED_START_OFFSET, ReadShareGroupSt
                                     WriteStatePartitionData)
 from ..messages.topics import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from .inflight import EMPTY_MEMBER_ID, TERMINAL, GapWindow, InFlightBatch, InFlightState, LockTimer
-from .records import PersisterStateBatch, RecordState
+from ..share_state.records import PersisterStateBatch, RecordState
 
 __all__ = ["SharePartition", "SharePartitionState", "PendingShareWrite", "ShareAcquiredRecords",
            "LATEST_TIMESTAMP", "EARLIEST_TIMESTAMP", "UNINITIALIZED_START_OFFSET"]

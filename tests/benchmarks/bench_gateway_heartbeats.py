@@ -34,7 +34,7 @@ import psutil  # noqa: E402
 import ray  # noqa: E402
 
 from actors import Cluster, naming  # noqa: E402
-from actors.server.gateway import GatewayActor  # noqa: E402
+from actors.server.gateway.actor import GatewayActor  # noqa: E402
 from tests.benchmarks.quiet_ray import init_ray  # noqa: E402
 from tests.gateway.raw import AsyncRawClient, encode  # noqa: E402
 

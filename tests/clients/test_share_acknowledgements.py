@@ -13,7 +13,7 @@ from runtime.clients.types import ConsumerRecord, TopicPartition as TP
 from runtime.errors import Errors, KafkaError
 from runtime.messages.share import AcknowledgementBatch as AB, AcknowledgeType as T, name_deliveries
 from runtime.share.partition import SharePartition
-from runtime.share.records import RecordState
+from runtime.share_state.records import RecordState
 from tests.clients.share_harness import ReadResult
 
 ACCEPT, RELEASE, REJECT, RENEW, GAP = (int(T.ACCEPT), int(T.RELEASE), int(T.REJECT), int(T.RENEW), int(T.GAP))

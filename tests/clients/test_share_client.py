@@ -10,7 +10,7 @@ from __future__ import annotations
 from runtime.clients.types import TopicPartition as TP
 from runtime.errors import Errors
 from runtime.messages.share import AcknowledgeType as T
-from runtime.share.records import RecordState
+from runtime.share_state.records import RecordState
 from tests.clients.share_harness import LOCK_MS, ShareClientHarness, ShareMember
 
 T0, T1 = TP("t", 0), TP("t", 1)

@@ -241,7 +241,7 @@ def test_share_coordinator_actor_answers_each_partition_of_a_batch(cluster):
         InitializeShareGroupStateRequest, InitializeStateData, InitializeStatePartitionData,
         ReadShareGroupStateSummaryRequest, ReadStateSummaryData, ReadStateSummaryPartitionData,
         WriteShareGroupStateRequest, WriteStateData, WriteStatePartitionData)
-    from runtime.share.records import PersisterStateBatch
+    from runtime.share_state.records import PersisterStateBatch
     cluster.create_topic("s-coord", 1)
     coordinator = cluster.share_coordinator("g-coord", "s-coord", 0)  # the only state partition here
     init = InitializeShareGroupStateRequest("g-coord", (InitializeStateData("t1", (

@@ -19,7 +19,7 @@ import pytest
 
 from actors import AcknowledgeType, Cluster, naming
 from runtime.hashing import partition_for
-from runtime.share.coordinator import state_partition_for
+from runtime.share_state.coordinator import state_partition_for
 from tests.conftest import BASE_CONFIG
 from tests.helpers import Ownership, Worker, double_owners, read_partition, transactions_settled
 from tests.share_history import ShareHistory

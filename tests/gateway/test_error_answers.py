@@ -14,7 +14,7 @@ from confluent_kafka.admin import (AdminClient, NewPartitions, NewTopic, ScramCr
                                    UserScramCredentialDeletion, UserScramCredentialUpsertion)
 
 from actors import naming
-from actors.server.gateway import HANDLERS
+from actors.server.gateway.actor import HANDLERS
 from runtime.errors import Errors
 from runtime.wire.entities import ZERO_UUID, _fields
 from runtime.wire.error_responses import TOP_LEVEL_ONLY, answers_per_item

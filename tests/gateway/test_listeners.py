@@ -4,7 +4,7 @@ import pytest
 import ray
 
 from actors import Cluster
-from actors.server.gateway import Listener, parse_listeners
+from actors.server.gateway.actor import Listener, parse_listeners
 from runtime.errors import Errors, KafkaError
 
 

@@ -11,8 +11,8 @@ from runtime.messages.share import AcknowledgementBatch, AcknowledgeType, Acquir
 from runtime.share.inflight import TRANSITIONS, InFlightState
 from runtime.share.partition import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, SharePartition,
                                      SharePartitionState)
-from runtime.share.records import PersisterStateBatch as PSB
-from runtime.share.records import RecordState
+from runtime.share_state.records import PersisterStateBatch as PSB
+from runtime.share_state.records import RecordState
 from runtime.messages.share import name_deliveries
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = (

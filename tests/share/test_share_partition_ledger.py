@@ -15,7 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from runtime.errors import KafkaError
 from runtime.messages.share import AcknowledgementBatch
 from runtime.share.partition import SharePartition
-from runtime.share.records import RecordState
+from runtime.share_state.records import RecordState
 from runtime.messages.share import name_deliveries
 from tests.share.test_share_partition import Read, snapshot
 

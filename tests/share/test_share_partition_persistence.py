@@ -10,9 +10,9 @@ from runtime.messages.share import AcknowledgementBatch, AcquiredRecords
 from runtime.messages.share_state import (InitializeShareGroupStateRequest, InitializeStateData,
                                           InitializeStatePartitionData, ReadShareGroupStateSummaryRequest,
                                           ReadStateSummaryData, ReadStateSummaryPartitionData)
-from runtime.share.coordinator import ShareCoordinatorShard
+from runtime.share_state.coordinator import ShareCoordinatorShard
 from runtime.share.partition import SharePartition, SharePartitionState
-from runtime.share.records import RecordState
+from runtime.share_state.records import RecordState
 from runtime.testing import ShardHarness
 from tests.share.test_share_partition import Read, named
 

@@ -10,7 +10,7 @@ from runtime.messages.share import AcquiredRecords
 from runtime.messages.topics import (READ_COMMITTED, READ_UNCOMMITTED, AbortedTransaction, FetchedBatch,
                                      FetchResponse)
 from runtime.share.reads import LeaderRead, acquire_from_read, read_request
-from runtime.share.records import RecordState
+from runtime.share_state.records import RecordState
 from runtime.topics.data import encode_control, encode_records
 
 from .test_share_partition import make, snapshot

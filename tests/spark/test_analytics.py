@@ -11,7 +11,7 @@ from runtime.group.records import (ConsumerGroupCurrentMemberAssignmentKey, Cons
 from runtime.group.shard import GroupCoordinatorShard
 from runtime.log import FileLog, LogConfig
 from runtime.messages.group import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic
-from runtime.share.records import (PersisterStateBatch, ShareSnapshotKey, ShareSnapshotValue, ShareUpdateValue,
+from runtime.share_state.records import (PersisterStateBatch, ShareSnapshotKey, ShareSnapshotValue, ShareUpdateValue,
                                    share_snapshot_record, share_update_record)
 from runtime.testing import ShardHarness
 from runtime.topics.data import encode_records as encode_data

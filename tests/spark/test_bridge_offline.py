@@ -107,8 +107,8 @@ def test_the_share_state_summary_replays_as_the_share_coordinator_does():
     before any snapshot."""
     from runtime.codec import as_dict
     from runtime.coordinator import CoordinatorContext
-    from runtime.share.coordinator import ShareCoordinatorShard
-    from runtime.share.records import (PersisterStateBatch, ShareSnapshotValue, ShareUpdateValue,
+    from runtime.share_state.coordinator import ShareCoordinatorShard
+    from runtime.share_state.records import (PersisterStateBatch, ShareSnapshotValue, ShareUpdateValue,
                                        share_snapshot_record, share_update_record)
     from runtime.timer import CoordinatorTimer
     from spark_bridge.analytics import share_partition_summary

@@ -9,8 +9,8 @@ from runtime.messages.share_state import (InitializeShareGroupStateRequest, Init
                                           InitializeStatePartitionData, ReadShareGroupStateRequest, ReadStateData,
                                           ReadStatePartitionData, WriteShareGroupStateRequest, WriteStateData,
                                           WriteStatePartitionData)
-from runtime.share.coordinator import ShareCoordinatorShard
-from runtime.share.records import PersisterStateBatch
+from runtime.share_state.coordinator import ShareCoordinatorShard
+from runtime.share_state.records import PersisterStateBatch
 from runtime.testing import ShardHarness
 from spark_bridge.compaction import compact_log, load_shard, state_differences
 

@@ -4,10 +4,10 @@ clients (kafka-python, aiokafka, confluent-kafka, kcat) use shoal.
 It is a translator, not a second broker: runtime.wire decides everything about the protocol
 (frames, headers, versions, what closes a connection) and this shell only reads, writes and
 turns each request into calls on the actors shoal's own clients use (the controller,
-partition leaders, group and transaction coordinators), in actors/server/gateway_data.py,
-actors/server/gateway_groups.py, actors/server/gateway_consumer_groups.py, actors/server/gateway_admin.py,
-actors/server/gateway_cluster.py and the other gateway_* modules. There is one gateway per Ray node, each a broker to Kafka
-clients (actors/server/gateway_brokers.py says which serves what). Small requests many
+partition leaders, group and transaction coordinators), in actors/server/data.py,
+actors/server/groups.py, actors/server/consumer_groups.py, actors/server/admin.py,
+actors/server/cluster.py and the other gateway_* modules. There is one gateway per Ray node, each a broker to Kafka
+clients (actors/server/brokers.py says which serves what). Small requests many
 connections send one coordinator (heartbeats, commits) are coalesced into one Ray call
 (actors/server/coalescing.py).
 
@@ -36,16 +36,16 @@ from runtime.wire.versions import api_versions_response, response_class
 from runtime.security.sasl import DEFAULT_MECHANISMS, SaslServer
 from runtime.share.sessions import MAX_SHARE_SESSIONS, ShareSessionCache
 
-from . import (gateway_acls, gateway_admin, gateway_cluster, gateway_consumer_groups, gateway_data, gateway_fetch,
-               gateway_groups, gateway_sasl, gateway_share, gateway_share_offsets, gateway_txn, gateway_users)
-from .coalescing import Coalescer
-from .gateway_brokers import Brokers
-from .gateway_context import CONNECTION, LISTENER
-from .shard_host import _truthy
-from .tls import server_context
-from .topic_ids import TopicIds
-from ..errors import to_kafka_error
-from ..retry import ActorDirectory
+from . import (acls, admin, cluster, consumer_groups, data, fetch,
+               groups, sasl, share, share_offsets, txn, users)
+from ..coalescing import Coalescer
+from .brokers import Brokers
+from .context import CONNECTION, LISTENER
+from ..shard_host import _truthy
+from ..tls import server_context
+from ..topic_ids import TopicIds
+from ...errors import to_kafka_error
+from ...retry import ActorDirectory
 
 log = logging.getLogger(__name__)
 
@@ -118,18 +118,18 @@ Handler = Callable[["GatewayActor", RequestReceived], Awaitable[dict | None]]
 # correctly; runtime.wire refuses any kio cannot encode.
 HANDLERS: dict[int, tuple[int, int, Handler]] = {
     18: (0, 4, None),  # ApiVersions: answered here from this table
-    **gateway_data.HANDLERS,
-    **gateway_fetch.HANDLERS,
-    **gateway_groups.HANDLERS,
-    **gateway_share.HANDLERS,
-    **gateway_txn.HANDLERS,
-    **gateway_admin.HANDLERS,
-    **gateway_cluster.HANDLERS,
-    **gateway_share_offsets.HANDLERS,
-    **gateway_consumer_groups.HANDLERS,
-    **gateway_sasl.HANDLERS,
-    **gateway_users.HANDLERS,
-    **gateway_acls.HANDLERS,
+    **data.HANDLERS,
+    **fetch.HANDLERS,
+    **groups.HANDLERS,
+    **share.HANDLERS,
+    **txn.HANDLERS,
+    **admin.HANDLERS,
+    **cluster.HANDLERS,
+    **share_offsets.HANDLERS,
+    **consumer_groups.HANDLERS,
+    **sasl.HANDLERS,
+    **users.HANDLERS,
+    **acls.HANDLERS,
 }
 VERSIONS = {api_key: (low, high) for api_key, (low, high, _) in HANDLERS.items()}
 
@@ -290,7 +290,7 @@ class GatewayActor:
             for task in tasks:
                 task.cancel()
             writer.close()
-            gateway_share.connection_closed(self, conn)
+            share.connection_closed(self, conn)
 
     async def _answer(self, conn: ServerConnection, event: RequestReceived, writer: asyncio.StreamWriter) -> None:
         response = await self._respond(event)

@@ -16,9 +16,9 @@ from runtime.messages.share_group import AlterShareGroupOffsetsRequest
 from runtime.messages.topics import LATEST_TIMESTAMP, ListOffsetsRequest
 from runtime.wire.entities import ZERO_UUID, plain
 
-from .. import naming, share_offsets
-from .gateway_data import known_topics
-from .gateway_share import _group_coordinator
+from ... import naming, share_offsets
+from .data import known_topics
+from .share import _group_coordinator
 
 UNKNOWN_PARTITION = Errors.UNKNOWN_TOPIC_OR_PARTITION.code
 

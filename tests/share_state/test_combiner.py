@@ -4,8 +4,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.share.combiner import combine_state_batches
-from runtime.share.records import PersisterStateBatch as B, RecordState
+from runtime.share_state.combiner import combine_state_batches
+from runtime.share_state.records import PersisterStateBatch as B, RecordState
 
 AVAILABLE, ACQUIRED, ACKED, ARCHIVED = (int(s) for s in RecordState)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from runtime.wire.entities import plain
 
-from .. import naming
+from ... import naming
 
 
 async def alter_user_scram_credentials(gw, event) -> dict:

@@ -7,7 +7,7 @@ stay on that node; when no gateway is there (the actor moved to a node without o
 the gateway answering.
 
 Each listener has its own endpoints: a broker is described by the listener the asking
-request came on (gateway_context.LISTENER), so a client of a TLS listener is sent on to
+request came on (context.LISTENER), so a client of a TLS listener is sent on to
 TLS listeners.
 
 Any gateway can serve any request (it calls the actors wherever they are), so a stale
@@ -21,8 +21,8 @@ import time
 
 import ray
 
-from .. import naming
-from .gateway_context import LISTENER
+from ... import naming
+from .context import LISTENER
 
 CACHE_S = 5.0
 GATEWAY_PREFIX = naming.gateway(0).rsplit("/", 1)[0] + "/"

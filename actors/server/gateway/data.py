@@ -1,5 +1,5 @@
 """The gateway's topic and data-path APIs: Metadata, CreateTopics, Produce, ListOffsets and
-InitProducerId (Fetch is in gateway_fetch), each turned into calls on the controller, the partition
+InitProducerId (Fetch is in fetch.py), each turned into calls on the controller, the partition
 leaders and the transaction coordinators. A handler takes the gateway and the request event
 and returns the response as plain values (runtime.wire.entities builds the version asked).
 
@@ -19,8 +19,8 @@ from runtime.topics.assignments import topic_assignment
 from runtime.wire.entities import ZERO_UUID, plain
 from runtime.wire.storage import produce_request
 
-from .. import naming
-from .deployment import start_partitions, topics_changed
+from ... import naming
+from ..deployment import start_partitions, topics_changed
 
 UNKNOWN_AUTHORIZED_OPERATIONS = -2147483648
 
@@ -44,7 +44,7 @@ async def known_topics(gw, names) -> dict:
 
 async def leader_ids(gw, partitions) -> dict[tuple[str, int], int]:
     """(topic, partition) -> the broker id of its leader: the gateway on the node of its
-    partition host (gateway_brokers)."""
+    partition host (brokers.py)."""
     partitions = list(partitions)
     hosts = {naming.partition_host_of(t, p, gw.config) for t, p in partitions}
     brokers = dict(zip(hosts, await asyncio.gather(*(gw.brokers.for_actor(h) for h in hosts))))

@@ -15,7 +15,7 @@ from runtime.messages.consumer import (ConsumerGroupDescribeRequest, ConsumerGro
                                        ConsumerGroupHeartbeatRequestTopicPartitions)
 from runtime.wire.entities import plain
 
-from .gateway_groups import _coalesced_call, _coordinator_call
+from .groups import _coalesced_call, _coordinator_call
 
 
 async def _with_ids(gw, topic_partitions) -> list[dict]:

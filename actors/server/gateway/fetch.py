@@ -13,8 +13,8 @@ from runtime.wire.entities import plain
 from runtime.wire.fetch_session import FINAL_EPOCH, FetchPartition, FetchSessionRequest, PartitionResult
 from runtime.wire.storage import fetched_records
 
-from .. import naming
-from .gateway_data import partition_error
+from ... import naming
+from .data import partition_error
 
 TOPIC_IDS_FROM = 13
 

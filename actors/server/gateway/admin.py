@@ -24,11 +24,11 @@ from runtime.topics.assignments import added_partitions_assignment
 from runtime.topics.partition import DEFAULTS as TOPIC_DEFAULTS
 from runtime.wire.entities import ZERO_UUID, plain
 
-from .. import naming
-from ..config import DEFAULTS as CLUSTER_DEFAULTS
-from .gateway_data import UNKNOWN_AUTHORIZED_OPERATIONS, known_topics, partition_error
-from .deployment import delete_partitions, start_partitions, topics_changed
-from .gateway_groups import _coordinator_call
+from ... import naming
+from ...config import DEFAULTS as CLUSTER_DEFAULTS
+from .data import UNKNOWN_AUTHORIZED_OPERATIONS, known_topics, partition_error
+from ..deployment import delete_partitions, start_partitions, topics_changed
+from .groups import _coordinator_call
 
 # Kafka's ConfigResource.Type ids.
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32

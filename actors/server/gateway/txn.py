@@ -1,7 +1,7 @@
 """The gateway's transaction APIs: AddPartitionsToTxn (the client form up to v3, and from v4
 the batched form with verify_only), AddOffsetsToTxn, EndTxn, DescribeTransactions and
 ListTransactions on the transaction coordinator that owns each transactional id, and
-TxnOffsetCommit on the group's coordinator. InitProducerId (gateway_data) gives
+TxnOffsetCommit on the group's coordinator. InitProducerId (data.py) gives
 transactional producers their id and fences the older instance.
 
 The gateway advertises no transaction.version feature, so Kafka's clients run transactions
@@ -21,8 +21,8 @@ from runtime.messages.txn import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequ
                                   TxnOffsetCommitRequestTopic)
 from runtime.wire.entities import plain
 
-from .. import naming
-from .gateway_groups import refused_topics
+from ... import naming
+from .groups import refused_topics
 
 
 def _coordinator(gw, transactional_id: str) -> str:

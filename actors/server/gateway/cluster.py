@@ -4,7 +4,7 @@ ListPartitionReassignments, DescribeTopicPartitions and ListConfigResources.
 
 shoal keeps one replica of each partition, its partition-leader actor, and no replication
 yet: each is answered as a Kafka 4.2 cluster whose partitions all have exactly one replica,
-on the broker of their leader (the gateway on that actor's node, gateway_brokers). So the
+on the broker of their leader (the gateway on that actor's node, brokers.py). So the
 leader is always the preferred one (no election is needed), every broker has one log dir
 (the deployment's data directory), nothing is ever being reassigned, and a reassignment can
 only keep a partition where it is. The metadata quorum is the controller actor alone, its
@@ -23,9 +23,9 @@ from runtime.topics.internal import CLUSTER_METADATA_TOPIC
 from runtime.topics.metadata import raise_if_illegal_topic_name
 from runtime.wire.entities import ZERO_UUID, plain
 
-from .. import naming
-from .gateway_admin import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC
-from .gateway_data import UNKNOWN_AUTHORIZED_OPERATIONS, known_topics, leader_ids, one_replica
+from ... import naming
+from .admin import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC
+from .data import UNKNOWN_AUTHORIZED_OPERATIONS, known_topics, leader_ids, one_replica
 
 # Kafka's ElectionType ids.
 PREFERRED, UNCLEAN = 0, 1

@@ -19,9 +19,9 @@ from runtime.messages.share_state import (
     WriteShareGroupStateResponse, WriteStateData, WriteStatePartitionData, WriteStatePartitionResult,
     WriteStateResult,
 )
-from runtime.share.coordinator import ShareCoordinatorShard, state_partition_for
+from runtime.share_state.coordinator import ShareCoordinatorShard, state_partition_for
 from runtime.share.partition import SharePartition, SharePartitionState
-from runtime.share.records import (
+from runtime.share_state.records import (
     PersisterStateBatch as B, ShareSnapshotKey, ShareSnapshotValue, ShareUpdateKey, ShareUpdateValue,
 )
 from runtime.testing import ShardHarness

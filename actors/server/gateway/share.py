@@ -33,10 +33,10 @@ from runtime.share.sessions import INITIAL_EPOCH, ShareSession
 from runtime.wire.entities import plain
 from runtime.wire.storage import fetched_records
 
-from .. import naming
-from ..retry import ActorNotFound
-from .gateway_context import CONNECTION
-from .gateway_data import UNKNOWN_AUTHORIZED_OPERATIONS, partition_error
+from ... import naming
+from ...retry import ActorNotFound
+from .context import CONNECTION
+from .data import UNKNOWN_AUTHORIZED_OPERATIONS, partition_error
 
 log = logging.getLogger(__name__)
 

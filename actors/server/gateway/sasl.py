@@ -12,8 +12,8 @@ import secrets
 
 from runtime.errors import Errors, KafkaError
 
-from .. import naming
-from .gateway_context import CONNECTION
+from ... import naming
+from .context import CONNECTION
 
 
 async def sasl_handshake(gw, event) -> dict:

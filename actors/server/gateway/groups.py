@@ -21,7 +21,7 @@ from runtime.messages.group import (DescribeGroupsRequest, HeartbeatRequest, Joi
                                     SyncGroupRequestAssignment)
 from runtime.wire.entities import plain
 
-from .. import naming
+from ... import naming
 
 
 def _answer(response) -> dict:
@@ -62,7 +62,7 @@ async def _locate(gw, key_type: int, key: str, version: int) -> tuple[int, str |
 
 async def find_coordinator(gw, event) -> dict:
     """Batched keys (v4+) are answered key by key, each with the gateway on the node of
-    its coordinator actor (see gateway_brokers)."""
+    its coordinator actor (see brokers.py)."""
     request = plain(event.request)
     keys = [request["key"]] if event.api_version < 4 else request["coordinator_keys"]
     try:
