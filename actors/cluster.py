@@ -402,7 +402,7 @@ class Cluster:
         return after
 
     def _start_partitions(self, topic: TopicDescription, partitions) -> None:
-        start_partitions(self.directory, self.config, topic.name, topic.configs, partitions)
+        start_partitions(self.directory, self.config, topic.name, topic.topic_id, topic.configs, partitions)
 
     def delete_topic(self, name: str) -> None:
         topic = self.describe_topic(name)

@@ -44,12 +44,14 @@ def _by_host(config: dict, topic: str, partitions) -> dict[str, list[int]]:
     return out
 
 
-def start_partitions(directory: ActorDirectory, config: dict, topic: str, topic_configs: dict, partitions) -> None:
+def start_partitions(directory: ActorDirectory, config: dict, topic: str, topic_id: str, topic_configs: dict,
+                     partitions) -> None:
     """Have the hosts lead these partitions of a topic the controller has (created or
     grown): one call per host, and back when every log is open; KAFKA_STORAGE_ERROR if one
     did not open (its host keeps trying, at the partition's next request)."""
     by_host = _by_host(config, topic, partitions)
-    refs = [directory.get(host).add_partitions.remote(topic, topic_configs, ps) for host, ps in by_host.items()]
+    refs = [directory.get(host).add_partitions.remote(topic, topic_id, topic_configs, ps)
+            for host, ps in by_host.items()]
     failed = [s for statuses in ray.get(refs, timeout=120) for s in statuses if s["state"] != "active"]
     if failed:
         raise KafkaError(Errors.KAFKA_STORAGE_ERROR,

@@ -68,8 +68,8 @@ class PartitionHostActor:
 
     # ------------------------------------------------------------------ partitions
 
-    def _new_leader(self, topic: str, partition: int, configs: dict) -> PartitionLeader:
-        return PartitionLeader(self._data_dir, topic, partition, configs, self._config, self._actors,
+    def _new_leader(self, topic: str, partition: int, topic_id: str, configs: dict) -> PartitionLeader:
+        return PartitionLeader(self._data_dir, topic, partition, topic_id, configs, self._config, self._actors,
                                self._wants_flush, self._moved)
 
     async def _loaded(self) -> None:
@@ -90,8 +90,8 @@ class PartitionHostActor:
             interval = int(self._config.get("log.retention.check.interval.ms", 300000)) / 1000
             self._retention = asyncio.get_running_loop().create_task(self._retention_loop(interval))
 
-    async def _assigned(self) -> list[tuple[str, int, dict]]:
-        """(topic, partition, topic configs) of every partition this host leads, as the
+    async def _assigned(self) -> list[tuple[str, int, str, dict]]:
+        """(topic, partition, topic id, topic configs) of every partition this host leads, as the
         controller's topics give them; waits for the controller as long as it takes."""
         backoff = Backoff(100, 2000)
         while True:
@@ -102,23 +102,23 @@ class PartitionHostActor:
             except KafkaError as e:
                 log.warning("%s: waiting for the controller's topics: %s", self._name, e)
                 await asyncio.sleep(backoff.next_s())
-        return [(t.name, p.partition_index, t.configs) for t in response.topics if not t.error_code
+        return [(t.name, p.partition_index, t.topic_id, t.configs) for t in response.topics if not t.error_code
                 for p in t.partitions
                 if naming.partition_host_index(t.name, p.partition_index, self._config) == self.index]
 
-    async def _open(self, partitions: list[tuple[str, int, dict]]) -> None:
+    async def _open(self, partitions: list[tuple[str, int, str, dict]]) -> None:
         """Leaders for these partitions, their logs opened on threads; a leader serves only
         once in `_leaders`, so nothing else touches it while its log opens, and callers
         asking for one partition at once share its opening."""
         loop = asyncio.get_running_loop()
         waits = []
-        for topic, partition, configs in partitions:
+        for topic, partition, topic_id, configs in partitions:
             key = (topic, partition)
             if key in self._leaders:
                 continue
             opening = self._opening.get(key)
             if opening is None:
-                leader = self._new_leader(topic, partition, configs)
+                leader = self._new_leader(topic, partition, topic_id, configs)
                 opening = self._opening[key] = loop.run_in_executor(_open_threads(), leader.open)
                 opening.add_done_callback(lambda _, key=key, leader=leader: self._opened(key, leader))
             waits.append(opening)
@@ -134,11 +134,11 @@ class PartitionHostActor:
             raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER, f"{self._name} does not lead {topic}-{partition}")
         return leader
 
-    async def add_partitions(self, topic: str, configs: dict, partitions: list[int]) -> list[dict]:
+    async def add_partitions(self, topic: str, topic_id: str, configs: dict, partitions: list[int]) -> list[dict]:
         """Lead these partitions of a topic the controller has (created or grown); their
         statuses. Partitions led already are kept as they are."""
         await self._loaded()
-        await self._open([(topic, p, configs) for p in partitions])
+        await self._open([(topic, p, topic_id, configs) for p in partitions])
         return [await self.partition_status(topic, p) for p in partitions]
 
     async def delete_partitions(self, topic: str, partitions: list[int]) -> None:

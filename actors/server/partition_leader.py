@@ -60,11 +60,12 @@ class PartitionLeader:
     for a flush of this leader's appends; `on_data()` tells the host's fetch waiters that a
     high watermark moved."""
 
-    def __init__(self, data_dir: str, topic: str, partition: int, topic_configs: dict, config: dict,
+    def __init__(self, data_dir: str, topic: str, partition: int, topic_id: str, topic_configs: dict, config: dict,
                  directory: ActorDirectory, wants_flush: Callable[["PartitionLeader"], None],
                  on_data: Callable[[], None]) -> None:
         self.topic = topic
         self.partition = partition
+        self.topic_id = topic_id
         self._dir = os.path.join(data_dir, log_name(topic, partition))
         self._topic_configs = dict(topic_configs)
         self._config = dict(config)
@@ -106,7 +107,7 @@ class PartitionLeader:
             if plog is None:
                 self._plog = PartitionLog(self._dir, self.topic, self.partition, self._topic_configs,
                                           fsync=_truthy(self._config.get("log.flush.fsync", True)),
-                                          **log_io(self._config, f"{self.topic}-{self.partition}"))
+                                          topic_id=self.topic_id, **log_io(self._config, f"{self.topic}-{self.partition}"))
             else:
                 plog.reopen()
         except Exception as e:

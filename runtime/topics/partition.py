@@ -10,17 +10,29 @@ batches' headers when the log opens. It follows the appended log, not the durabl
 failed flush or roll takes the log offline (runtime.log), which cuts it back to its durable
 offset and refuses every append until the owner calls `reopen`; that reads the log again and
 rebuilds the producer state from what is really there.
+
+A partition's folder names the topic id it holds (`partition.metadata`, as Kafka's): a folder
+left by a deleted topic of the same name (its host was away when the topic was deleted) is
+not taken for the new topic's data, but removed as the stray it is.
 """
 from __future__ import annotations
 
+import logging
+import os
+import shutil
+
 from ..errors import Errors, KafkaError, raise_if
 from ..log import ATTR_CONTROL, ATTR_TRANSACTIONAL, FileLog, LogConfig, OsIO
+from ..logformat import OS_IO
 from ..messages.topics import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP, EARLIEST_TIMESTAMP,
                                LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, READ_COMMITTED,
                                AbortedTransaction, FetchedBatch, FetchResponse, ListOffsetsResponse, ProduceRequest)
 from .data import decode_entries, encode_control, stored_payload, validate_payload
 from .producer_state import DuplicateBatch, ProducerStateManager
 from .internal import log_name
+
+log = logging.getLogger(__name__)
+PARTITION_METADATA = "partition.metadata"
 
 # Kafka's topic-level defaults.
 DEFAULTS = {
@@ -36,9 +48,11 @@ DEFAULTS = {
 
 class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, configs: dict | None = None, *,
-                 fsync: bool = True, io: OsIO | None = None) -> None:
+                 fsync: bool = True, io: OsIO | None = None, topic_id: str | None = None) -> None:
         self.topic = topic
         self.partition = partition
+        if topic_id is not None:
+            claim_folder(directory, topic_id, io or OS_IO)
         self.set_configs(configs or {})
         self.log = FileLog(directory, LogConfig(int(self.configs["segment.bytes"]), fsync), io=io,
                            name=log_name(topic, partition))
@@ -264,3 +278,31 @@ class PartitionLog:
 
     def close(self) -> None:
         self.log.close()
+
+
+def claim_folder(directory: str, topic_id: str, io: OsIO) -> None:
+    """Make `directory` the folder of topic `topic_id`'s partition: one that names another
+    topic id holds a deleted topic's data, and is removed; one that names none (made before
+    folders named their topic) is taken as it is."""
+    path = os.path.join(directory, PARTITION_METADATA)
+    try:
+        with open(path) as f:
+            found = dict(line.split(": ", 1) for line in f.read().splitlines() if ": " in line).get("topic_id")
+    except FileNotFoundError:
+        found = None
+    if found == topic_id:
+        return
+    if found is not None:
+        log.warning("%s holds the data of topic id %s, a deleted topic: removed for topic id %s",
+                    directory, found, topic_id)
+        shutil.rmtree(directory)
+    os.makedirs(directory, exist_ok=True)
+    tmp = path + ".tmp"
+    fd = io.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        io.write(fd, f"version: 0\ntopic_id: {topic_id}\n".encode())
+        io.fsync(fd)
+    finally:
+        os.close(fd)
+    io.replace(tmp, path)
+    io.fsync_dir(directory)

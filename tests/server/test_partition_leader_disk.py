@@ -28,11 +28,11 @@ def disk(tmp_path, monkeypatch):
     monkeypatch.setattr(partition_leader, "PartitionLog", functools.partial(PartitionLog, io=io))
     monkeypatch.setattr(partition_leader, "OPEN_RETRY_S", 0.02)
     # Small segments: a produce of BIG bytes does not fit behind another, so it rolls.
-    return lambda: host_of(str(tmp_path), [("t", 0, {"segment.bytes": 250})]), io
+    return lambda: host_of(str(tmp_path), [("t", 0, "t-id", {"segment.bytes": 250})]), io
 
 
 def host_of(data_dir: str, partitions: list) -> PartitionHostActor:
-    """A partition host leading `partitions` ((topic, partition, configs)), as if the
+    """A partition host leading `partitions` ((topic, partition, topic id, configs)), as if the
     controller had them."""
     host = PartitionHostActor(data_dir, 0, {"log.flush.fsync": True})
 

@@ -159,3 +159,18 @@ def test_delete_records_moves_the_log_start_durably_and_never_back(tmp_path):
     assert plog.delete_records(-1) == 10
     assert plog.fetch(10, 1 << 20).batches == ()
     assert produce(plog, [b"after"]) == 10
+
+
+def test_a_folder_left_by_a_deleted_topic_of_the_same_name_is_not_its_data(tmp_path):
+    folder = str(tmp_path / "t-0")
+    old = PartitionLog(folder, "t", 0, fsync=False, topic_id="old-id")
+    produce(old, [b"of the deleted topic"])
+    old.close()
+    again = PartitionLog(folder, "t", 0, fsync=False, topic_id="old-id")
+    assert fetched_values(again.fetch(0, 1 << 20)) == [b"of the deleted topic"]  # the same topic: its data
+    again.close()
+    new = PartitionLog(folder, "t", 0, fsync=False, topic_id="new-id")
+    assert new.log_end_offset == 0 and new.fetch(0, 1 << 20).batches == ()
+    assert produce(new, [b"of the new topic"]) == 0
+    new.close()
+    assert (tmp_path / "t-0" / "partition.metadata").read_text() == "version: 0\ntopic_id: new-id\n"

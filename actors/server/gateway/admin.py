@@ -121,7 +121,7 @@ async def create_partitions(gw, event) -> dict:
         topics = await known_topics(gw, [c.name for c in grown])
         for c in grown:
             info = topics[c.name]
-            await _in_executor(start_partitions, gw.directory, gw.config, c.name, info.configs,
+            await _in_executor(start_partitions, gw.directory, gw.config, c.name, info.topic_id, info.configs,
                                range(len(before[c.name].partitions) if c.name in before else 0, len(info.partitions)))
         await _in_executor(topics_changed, gw.directory, gw.config)
     results.extend(dataclasses.asdict(c) for c in response.results)

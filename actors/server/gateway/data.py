@@ -140,7 +140,7 @@ async def _create_topic(gw, creatable: CreatableTopic):
     (r,) = (await gw.call(naming.CONTROLLER, "create_topics", CreateTopicsRequest((creatable,)))).topics
     if not r.error_code:
         await asyncio.get_running_loop().run_in_executor(
-            None, start_partitions, gw.directory, gw.config, r.name, r.configs, range(r.num_partitions))
+            None, start_partitions, gw.directory, gw.config, r.name, r.topic_id, r.configs, range(r.num_partitions))
     return r
 
 
