@@ -61,8 +61,10 @@ class ConsumerActorBase(ClientActor):
         self.manual = False
         self.positions = FetchPositions(settings)
         self._fetches: dict[TopicPartition, tuple[asyncio.Task, asyncio.Event]] = {}
-        # The partitions' fetches that leave in one turn go to their host as one Fetch.
-        self._fetch_line = Coalescer(self._fetch_many)
+        # The partitions' fetches that leave in one turn go to their host as one Fetch, and
+        # their ListOffsets as one call.
+        self._fetch_line = Coalescer(self._fetch_many, ordered=False)
+        self._list_line = Coalescer(self._batched)
         self.has_listener = False
         self.events: list[tuple[str, frozenset]] = []
         self.barrier: int | None = None
@@ -440,11 +442,14 @@ class ConsumerActorBase(ClientActor):
 
     async def _list_offset(self, tp: TopicPartition, timestamp: int) -> int:
         isolation = READ_COMMITTED if self.positions.read_committed else READ_UNCOMMITTED
-        response = await self._call(self._host_of(tp), "list_offsets", ListOffsetsRequest(
-            tp.topic, tp.partition, timestamp, isolation), timeout_s=self.s["request_timeout_ms"] / 1000)
+        response = await self._list_line.call(self._host_of(tp), "list_offsets", ListOffsetsRequest(
+            tp.topic, tp.partition, timestamp, isolation))
         if response.error_code:
             raise KafkaError(Errors.for_code(response.error_code), f"list_offsets {tp}")
         return response.offset
+
+    async def _batched(self, host: str, method: str, calls: list[tuple]) -> list:
+        return await self._call(host, "batched", method, calls, timeout_s=self.s["request_timeout_ms"] / 1000)
 
     async def _fetch_many(self, host: str, method: str, calls: list[tuple]) -> list:
         """One Fetch of a host's partitions (as Kafka's consumer sends one per broker): it

@@ -126,9 +126,11 @@ class Producer:
                 self._cond.notify_all()
         future = FutureRecordMetadata(batch.result, index, ts, len(key_bytes) if key_bytes is not None else -1,
                                       len(value_bytes) if value_bytes is not None else -1)
-        if woke_sender:
+        if batch.is_sealed:
             # Hand the sender the interpreter now: a thread that keeps calling send() would
-            # otherwise hold it for a whole switch interval (5 ms) while the batch waits.
+            # otherwise hold it for a whole switch interval (5 ms) while the full batch
+            # waits. A new batch does not: its linger is as long as that interval, and a
+            # producer writing to many partitions starts one at almost every send.
             time.sleep(0)
         return future
 

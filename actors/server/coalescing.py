@@ -31,11 +31,15 @@ Send = Callable[[str, str, list[tuple]], Awaitable[list]]
 
 class Coalescer:
     """`send(name, method, calls)` makes the batched call and returns one result per call,
-    an exception standing for that call's error."""
+    an exception standing for that call's error. `ordered=False` lets a key's batches
+    overlap: each turn's calls leave at the end of that turn, whether or not the key's last
+    batch is back (for calls whose order does not matter, such as the fetches of different
+    partitions, which then keep several batches in flight)."""
 
-    def __init__(self, send: Send, max_batch: int = MAX_BATCH) -> None:
+    def __init__(self, send: Send, max_batch: int = MAX_BATCH, ordered: bool = True) -> None:
         self._send = send
         self._max_batch = max_batch
+        self._ordered = ordered
         self._waiting: dict[Hashable, list[tuple[tuple, asyncio.Future]]] = {}
         self._busy: set[Hashable] = set()  # keys whose batch is open or out
         self.calls = self.batches = 0  # sent so far: how much gathering there was
@@ -60,6 +64,8 @@ class Coalescer:
         self.batches += 1
         task = asyncio.ensure_future(self._send(*key, [args for args, _ in batch]))
         task.add_done_callback(lambda t: self._answer(key, batch, t))
+        if not self._ordered:
+            self._dispatch(key)  # the rest (past max_batch) leaves now too, then the key is free
 
     def _answer(self, key, batch, task: asyncio.Task) -> None:
         try:
@@ -75,7 +81,8 @@ class Coalescer:
                 future.set_exception(result)
             else:
                 future.set_result(result)
-        self._dispatch(key)
+        if self._ordered:
+            self._dispatch(key)
 
 
 async def run_batched(actor: object, method: str, calls: list[tuple]) -> list:

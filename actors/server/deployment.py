@@ -24,15 +24,20 @@ def host_count(config: dict, nodes: int) -> int:
 
 
 def start_partition_hosts(directory: ActorDirectory, deployment: dict, nodes: list[str]) -> list:
-    """Create the deployment's partition hosts, host i on node i modulo the nodes (a soft
-    affinity: a host Ray restarts goes where it can). The refs of their `ready()`."""
+    """Create the deployment's partition hosts that do not run, host i on node i modulo the
+    nodes (a soft affinity: a host Ray restarts goes where it can). The refs of every
+    host's `ready()`. The handle of a host that runs already is not kept: only its
+    creator's keeps a non-detached actor alive, and replacing that would end it."""
     config = deployment["config"]
     refs = []
     for index, name in enumerate(naming.every_partition_host(config)):
-        node = nodes[index % len(nodes)] if nodes else None
-        handle = remote(PartitionHostActor, name, deployment["namespace"], deployment["detached"], config,
-                        strategy=on_node(node)).remote(deployment["data_dir"], index, config)
-        directory.keep(name, handle)
+        try:
+            handle = ray.get_actor(name, namespace=deployment["namespace"])
+        except ValueError:
+            node = nodes[index % len(nodes)] if nodes else None
+            handle = remote(PartitionHostActor, name, deployment["namespace"], deployment["detached"], config,
+                            strategy=on_node(node)).remote(deployment["data_dir"], index, config)
+            directory.keep(name, handle)
         refs.append(handle.ready.remote())
     return refs
 

@@ -74,9 +74,12 @@ class PartitionHostActor:
 
     async def _loaded(self) -> None:
         """Until this host's partitions are open (started by the first call)."""
+        await asyncio.shield(self._start_loading())
+
+    def _start_loading(self) -> asyncio.Task:
         if self._loading is None:
             self._loading = asyncio.get_running_loop().create_task(self._load())
-        await asyncio.shield(self._loading)
+        return self._loading
 
     async def _load(self) -> None:
         """The partitions the controller's topics give this host, their logs opened."""
@@ -161,9 +164,10 @@ class PartitionHostActor:
         return await self.status()
 
     async def status(self) -> dict:
-        loaded = self._loading is not None and self._loading.done()
+        """The host's state ("loading" until its partitions are open: asking starts that)."""
+        loaded = self._start_loading().done()
         statuses = [await leader.status() for leader in self._leaders.values()]
-        offline = sorted(s["name"] for s in statuses if s["state"] == "offline")
+        offline = sorted(s["name"] for s in statuses if s["state"] != "active")  # offline, or did not open
         return {"name": self._name, "state": "active" if loaded else "loading",
                 "error": f"offline partitions: {', '.join(offline)}" if offline else None,
                 "partitions": len(statuses), "offline_partitions": offline, "reload_seconds": self._reload_s,

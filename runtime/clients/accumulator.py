@@ -150,13 +150,18 @@ class RecordAccumulator:
     # ------------------------------------------------------------------ the sender's side
 
     def seal_lingered(self, now_ms: float) -> None:
-        for tp, batch in list(self._open.items()):
-            if now_ms - batch.created_ms >= self.linger_ms:
-                self._seal(tp)
+        # Open batches are kept oldest first (each is added when it is started): the sender
+        # looks at those whose linger is over, not at every partition.
+        while self._open:
+            tp, batch = next(iter(self._open.items()))
+            if now_ms - batch.created_ms < self.linger_ms:
+                return
+            self._seal(tp)
 
     def next_wake_ms(self, now_ms: float) -> float | None:
         """When a linger or a retry backoff ends next (None: nothing waits for time)."""
-        times = [b.created_ms + self.linger_ms for b in self._open.values()]
+        oldest = next(iter(self._open.values()), None)
+        times = [] if oldest is None else [oldest.created_ms + self.linger_ms]
         times += [b.retry_at_ms for q in self._queued.values() for b in q]
         return min(times, default=None)
 
@@ -173,6 +178,10 @@ class RecordAccumulator:
         """The batches to send now, in order per partition; a batch waiting for its retry
         holds back the ones behind it. They count as in flight until `on_response`."""
         ready = []
+        # Only partitions with queued batches are kept in _queued: the sender's work follows
+        # what is ready, not how many partitions the producer writes to.
+        for tp in [tp for tp, queue in self._queued.items() if not queue]:
+            del self._queued[tp]
         for tp, queue in self._queued.items():
             in_flight = self._in_flight.setdefault(tp, [])
             room = self._limit(tp) - len(in_flight)
@@ -221,7 +230,10 @@ class RecordAccumulator:
     def on_response(self, batch: ProducerBatch, error: KafkaError | None, base_offset: int,
                     now_ms: float) -> Outcome:
         """Take the leader's answer for a drained batch (or the error of getting none)."""
-        self._in_flight[batch.tp].remove(batch)
+        in_flight = self._in_flight[batch.tp]
+        in_flight.remove(batch)
+        if not in_flight:
+            del self._in_flight[batch.tp]
         if error is None or error.error is Errors.DUPLICATE_SEQUENCE_NUMBER:
             # A duplicate is in the log already (Kafka's producer takes it as success,
             # without the offsets).

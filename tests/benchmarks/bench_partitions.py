@@ -82,13 +82,23 @@ def _rates(records: int, seconds: float) -> dict:
     return {"records_per_s": round(records / seconds), "mb_per_s": round(records * RECORD / seconds / 1e6, 1)}
 
 
-def shoal_throughput(cluster: Cluster, topics: list[tuple[str, int]], records: int) -> dict:
+def _sends(topics: list[tuple[str, int]], keyless: bool) -> list[tuple[str, int | None]]:
+    """Where each send goes in turn: every partition round the topics (a batch of one record
+    each at a thousand partitions), or, keyless, the topics in turn and the partitioner's
+    choice (Kafka's sticky partitioner fills one partition's batch, then moves on)."""
+    if keyless:
+        return [(name, None) for name, _ in topics]
+    return [(name, p) for name, n in topics for p in range(n)]
+
+
+def shoal_throughput(cluster: Cluster, topics: list[tuple[str, int]], records: int, keyless: bool = False) -> dict:
     value = os.urandom(RECORD)
+    sends = _sends(topics, keyless)
     targets = [(name, p) for name, n in topics for p in range(n)]
     started = time.perf_counter()
     with cluster.producer(acks="all", linger_ms=5) as producer:
         for i in range(records):
-            name, p = targets[i % len(targets)]
+            name, p = sends[i % len(sends)]
             producer.send(name, value, partition=p)
         producer.flush()
     produced = time.perf_counter() - started
@@ -102,26 +112,27 @@ def shoal_throughput(cluster: Cluster, topics: list[tuple[str, int]], records: i
     return {"produce": _rates(records, produced), "consume": _rates(records, consumed)}
 
 
-def confluent_throughput(bootstrap: str, topics: list[tuple[str, int]], records: int) -> dict:
+def confluent_throughput(bootstrap: str, topics: list[tuple[str, int]], records: int, keyless: bool = False) -> dict:
     import confluent_kafka
     value = os.urandom(RECORD)
+    sends = _sends(topics, keyless)
     targets = [(name, p) for name, n in topics for p in range(n)]
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
     producer.produce(targets[0][0], value, partition=0)  # connected before the clock
     assert producer.flush(60) == 0
     started = time.perf_counter()
     for i in range(records):
-        name, p = targets[i % len(targets)]
+        name, p = sends[i % len(sends)]
         while True:
             try:
-                producer.produce(name, value, partition=p)
+                producer.produce(name, value, **({} if p is None else {"partition": p}))
                 break
             except BufferError:
                 producer.poll(0.01)
         producer.poll(0)
     assert producer.flush(300) == 0, "records left undelivered"
     produced = time.perf_counter() - started
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-partitions",
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{topics[0][0]}",
                                          "enable.auto.commit": False})
     consumer.assign([confluent_kafka.TopicPartition(name, p, 0) for name, p in targets])
     started, seen = time.perf_counter(), 0
@@ -136,21 +147,27 @@ def confluent_throughput(bootstrap: str, topics: list[tuple[str, int]], records:
 
 
 def throughput_and_reload(records: int) -> dict:
-    cluster = Cluster.local(config={"listeners": "PLAINTEXT://127.0.0.1:0"})
+    cluster = Cluster.local(config={"listeners": "PLAINTEXT://127.0.0.1:0", "max.partitions": 10000})
     try:
         _, four = create(cluster, 4, "t4")
         _, wide = create(cluster, 1000, "t1000")
+        _, wide_sticky = create(cluster, 1000, "s1000")
         _, four_k = create(cluster, 4, "k4")
         _, wide_k = create(cluster, 1000, "k1000")
+        _, wide_sticky_k = create(cluster, 1000, "ks1000")
+        bootstrap = cluster.bootstrap_servers
         out = {"shoal": {"4 partitions": shoal_throughput(cluster, four, records),
-                         "1000 partitions": shoal_throughput(cluster, wide, records)},
+                         "1000 partitions": shoal_throughput(cluster, wide, records),
+                         "1000 partitions, keyless": shoal_throughput(cluster, wide_sticky, records, keyless=True)},
                "confluent-kafka through the gateway": {
-                   "4 partitions": confluent_throughput(cluster.bootstrap_servers, four_k, records),
-                   "1000 partitions": confluent_throughput(cluster.bootstrap_servers, wide_k, records)}}
+                   "4 partitions": confluent_throughput(bootstrap, four_k, records),
+                   "1000 partitions": confluent_throughput(bootstrap, wide_k, records),
+                   "1000 partitions, keyless": confluent_throughput(bootstrap, wide_sticky_k, records, keyless=True)}}
         for client in out.values():
-            for side in ("produce", "consume"):
-                client[f"{side}_1000_over_4"] = round(client["1000 partitions"][side]["records_per_s"]
-                                                      / client["4 partitions"][side]["records_per_s"], 2)
+            for wide_case in ("1000 partitions", "1000 partitions, keyless"):
+                for side in ("produce", "consume"):
+                    client[f"{side}: {wide_case} over 4"] = round(
+                        client[wide_case][side]["records_per_s"] / client["4 partitions"][side]["records_per_s"], 2)
         out["reload"] = reload(cluster)
         return out
     finally:

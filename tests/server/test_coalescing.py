@@ -126,3 +126,20 @@ def test_a_caller_that_went_away_does_not_disturb_the_others():
         actor.release[0].set_result(None)
         assert await stays == ("ok", 2)
     asyncio.run(main())
+
+
+def test_unordered_calls_leave_at_the_end_of_their_turn_while_a_batch_is_out():
+    async def main():
+        actor = FakeActor()
+        c = Coalescer(actor.send, ordered=False)
+        first = asyncio.ensure_future(c.call("a", "fetch", 1))
+        await _until(lambda: actor.batches)
+        later = [asyncio.ensure_future(c.call("a", "fetch", i)) for i in (2, 3)]
+        await _until(lambda: len(actor.batches) == 2)  # not held back by the first
+        assert actor.batches[1] == ("a", "fetch", [(2,), (3,)])
+        actor.release[1].set_result(None)
+        assert await asyncio.gather(*later) == [("ok", 2), ("ok", 3)]
+        assert not first.done()
+        actor.release[0].set_result(None)
+        assert await first == ("ok", 1)
+    asyncio.run(main())
