@@ -157,12 +157,13 @@ def footprint() -> dict:
         ray.shutdown()
 
     share_step = steps[3]["kinds"]
-    leader, sp = share_step["partition leader"]["pss_mb_mean"], share_step["share partition"]["pss_mb_mean"]
+    sp = share_step["share partition"]["pss_mb_mean"]
     base = steps[0]["pss_mb_total"]
     budget_mb = (MACHINE_GB - RESERVE_GB) * 1024 - base
-    # A share-group deployment: P partitions, each with its leader and one group's
-    # SharePartition. Share consumers run in their users' processes: no actor of their own.
-    per_partition = leader + sp
+    # A share-group deployment: P partitions, each with one group's SharePartition (the
+    # partitions themselves live in the base deployment's partition host: a few kilobytes
+    # each, bench_partitions.py). Share consumers run in their users' processes.
+    per_partition = sp
     summary = {
         "benchmark": "footprint",
         "conditions": {"machine_gb": MACHINE_GB, "cpus": os.cpu_count(), "python": sys.version.split()[0],
@@ -176,10 +177,9 @@ def footprint() -> dict:
         "largest_share_deployment_in_24gb": {
             "extrapolated": True,
             "assumes": (f"{RESERVE_GB} GB for the OS and Ray's own processes; the base deployment "
-                        f"({base} MB); per partition its leader ({leader} MB) and one share group's SharePartition "
-                        f"({sp} MB); the share consumers' own processes not counted; PSS figures"),
+                        f"({base} MB, its partition host included); per partition one share group's "
+                        f"SharePartition ({sp} MB); the share consumers' own processes not counted; PSS figures"),
             "partitions_with_one_busy_share_group": int(budget_mb // per_partition),
-            "partitions_when_share_partitions_are_idle_and_expired": int(budget_mb // leader),
         },
     }
     return summary
