@@ -37,8 +37,7 @@ from kafka.errors import (GroupIdNotFoundError, InvalidRecordError, KafkaStorage
 from kafka.structs import OffsetAndMetadata
 from kio.serial import entity_reader, entity_writer
 
-from actors import naming
-from runtime.errors import Errors, KafkaError
+from runtime.errors import Errors
 from runtime.messages.txn import TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic
 from runtime.wire.entities import build, plain
 from runtime.wire.versions import request_class, response_class
