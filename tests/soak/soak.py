@@ -117,10 +117,15 @@ class Member:
         if records:
             offsets = {tp: rs[-1].offset + 1 for tp, rs in records.items()}
             consumer.commit()
+            # commit() stores what the consumer owns when it runs, as Kafka's commitSync()
+            # does: a partition the member lost meanwhile (a fence gives it up at once) was
+            # not in it, so only those still owned after it count as acknowledged.
+            owned = consumer.assignment()
             self.soak.commits += 1
             committed = self.soak.committed[self.group]
             for tp, o in offsets.items():
-                committed[tp] = max(committed.get(tp, 0), o)
+                if tp in owned:
+                    committed[tp] = max(committed.get(tp, 0), o)
 
     def close(self) -> None:
         with self.lock:
