@@ -113,13 +113,16 @@ class PartitionHandle:
         if named is None:
             raise AttributeError(method)
         host_method = getattr(self.host, "partition_status" if method == "status" else method)
-        prefix = (self.topic, self.partition) if named else ()
+        return _PartitionMethod(host_method, (self.topic, self.partition) if named else ())
 
-        class _Method:
-            @staticmethod
-            def remote(*args):
-                return host_method.remote(*prefix, *args)
-        return _Method
+
+class _PartitionMethod:
+    def __init__(self, host_method: Any, prefix: tuple) -> None:
+        self._host_method = host_method
+        self._prefix = prefix
+
+    def remote(self, *args) -> Any:
+        return self._host_method.remote(*self._prefix, *args)
 
 
 class Cluster:
@@ -289,8 +292,8 @@ class Cluster:
 
     def partition_leader(self, topic: str, partition: int) -> "PartitionHandle":
         """The topic partition's leader as an actor-like handle: its `produce`, `fetch`,
-        `list_offsets`, `delete_records`, `status` and `apply_retention` have a `.remote()`
-        that reaches the partition on its host."""
+        `list_offsets`, `delete_records`, `write_txn_markers`, `status` and `apply_retention`
+        have a `.remote()` that reaches the partition on its host."""
         return PartitionHandle(self.partition_host(topic, partition), topic, partition)
 
     def partition_host(self, topic: str, partition: int) -> Any:

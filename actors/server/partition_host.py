@@ -61,6 +61,7 @@ class PartitionHostActor:
         # The fsyncs run here, off the loop: a slow disk never stalls a long poll or another
         # partition's request, and appends go on while a pass syncs.
         self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="shoal-fsync")
+        self._openers = concurrent.futures.ThreadPoolExecutor(OPEN_THREADS, thread_name_prefix="shoal-open")
         self._data = asyncio.Event()  # set when any partition's high watermark moves
         self._retention: asyncio.Task | None = None
         self._actors = ActorDirectory(config.get(naming.NAMESPACE_KEY))
@@ -122,7 +123,7 @@ class PartitionHostActor:
             opening = self._opening.get(key)
             if opening is None:
                 leader = self._new_leader(topic, partition, topic_id, configs)
-                opening = self._opening[key] = loop.run_in_executor(_open_threads(), leader.open)
+                opening = self._opening[key] = loop.run_in_executor(self._openers, leader.open)
                 opening.add_done_callback(lambda _, key=key, leader=leader: self._opened(key, leader))
             waits.append(opening)
         await asyncio.gather(*waits)
@@ -187,13 +188,18 @@ class PartitionHostActor:
         await self._loaded()
         return await run_batched(self, method, calls)
 
-    async def produce(self, request: ProduceRequest) -> ProduceResponse:
+    async def _on_leader(self, method: str, request):
+        """The request's partition's leader's answer to it, or the error a partition this
+        host does not lead gets."""
         await self._loaded()
         try:
             leader = self._leader(request.topic, request.partition)
         except KafkaError as e:
             return error_response(request, e)
-        return await leader.produce(request)
+        return await getattr(leader, method)(request)
+
+    async def produce(self, request: ProduceRequest) -> ProduceResponse:
+        return await self._on_leader("produce", request)
 
     def _wants_flush(self, leader: PartitionLeader) -> None:
         self._dirty.append(leader)
@@ -227,12 +233,9 @@ class PartitionHostActor:
         self._data = asyncio.Event()
 
     async def fetch(self, request: FetchRequest) -> FetchResponse:
-        await self._loaded()
-        try:
-            leader = self._leader(request.topic, request.partition)
-        except KafkaError as e:
-            return FetchResponse(request.topic, request.partition, e.code, -1, -1, -1, error_message=e.message)
-        return await leader.fetch(request)
+        """The long poll of one partition (a SharePartition's read, the console consumer)."""
+        (response,) = await self.fetch_many([request], request.max_wait_ms, request.min_bytes)
+        return response
 
     async def fetch_many(self, requests: list[FetchRequest], max_wait_ms: int, min_bytes: int) -> list[FetchResponse]:
         """Kafka's Fetch over this host's partitions: read them all; until they hold
@@ -253,25 +256,16 @@ class PartitionHostActor:
                 pass
 
     def _read(self, request: FetchRequest) -> FetchResponse:
-        leader = self._leaders.get((request.topic, request.partition))
-        if leader is None:
-            return FetchResponse(request.topic, request.partition, Errors.NOT_LEADER_OR_FOLLOWER.code, -1, -1, -1,
-                                 error_message=f"{self._name} does not lead {request.topic}-{request.partition}")
-        return leader.read(request)
+        try:
+            return self._leader(request.topic, request.partition).read(request)
+        except KafkaError as e:
+            return FetchResponse(request.topic, request.partition, e.code, -1, -1, -1, error_message=e.message)
 
     async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
-        await self._loaded()
-        try:
-            return await self._leader(request.topic, request.partition).list_offsets(request)
-        except KafkaError as e:
-            return error_response(request, e)
+        return await self._on_leader("list_offsets", request)
 
     async def delete_records(self, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
-        await self._loaded()
-        try:
-            return await self._leader(request.topic, request.partition).delete_records(request)
-        except KafkaError as e:
-            return error_response(request, e)
+        return await self._on_leader("delete_records", request)
 
     async def write_txn_markers(self, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
         """Append the commit or abort markers addressed to this host's partitions (a marker
@@ -318,12 +312,3 @@ def _sync_all(points: list[SyncPoint]) -> None:
     for point in points:
         point.sync()
 
-
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
-
-
-def _open_threads() -> concurrent.futures.ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        _pool = concurrent.futures.ThreadPoolExecutor(OPEN_THREADS, thread_name_prefix="shoal-open")
-    return _pool

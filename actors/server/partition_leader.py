@@ -77,7 +77,6 @@ class PartitionLeader:
         self._waiters: list[tuple[int, asyncio.Future]] = []
         # Appends whose flush failed, answered once the offline log has cut them off.
         self._unsettled: list[asyncio.Future] = []
-        self._data = asyncio.Event()  # set when the high watermark moves
         self._appended = asyncio.Event()  # set when a batch is appended
         self._recovery: asyncio.Task | None = None
         # Producer id -> (verification guard, its coordinator call): at most one per producer.
@@ -147,8 +146,6 @@ class PartitionLeader:
         for w in done:
             if not w.done():
                 w.set_result(None)
-        self._data.set()
-        self._data = asyncio.Event()
         self._on_data()
 
     def _settle(self) -> None:
@@ -314,21 +311,6 @@ class PartitionLeader:
             return FetchResponse(self.topic, self.partition, e.code,
                                  p.high_watermark if p else -1, p.high_watermark if p else -1,
                                  p.log_start_offset if p else -1, error_message=e.message)
-
-    async def fetch(self, request: FetchRequest) -> FetchResponse:
-        """The long poll of one partition: until min_bytes are there or max_wait passed."""
-        deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
-        while True:
-            data = self._data
-            response = self.read(request)
-            size = sum(len(b.records) for b in response.batches)
-            remaining = deadline - time.monotonic()
-            if response.error_code or size >= max(request.min_bytes, 1) or remaining <= 0:
-                return response
-            try:
-                await asyncio.wait_for(data.wait(), remaining)
-            except asyncio.TimeoutError:
-                pass
 
     async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
         try:

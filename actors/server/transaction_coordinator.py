@@ -44,7 +44,6 @@ class TransactionCoordinatorActor(ShardHost):
                          config, segment_bytes_key="transaction.state.log.segment.bytes")
         self._namespace = config.get(naming.NAMESPACE_KEY) or ray.get_runtime_context().namespace
         self._marker_timeout_s = int(config.get("request.timeout.ms", 30000)) / 1000
-        self._config = config
         self._sending: dict[str, asyncio.Task] = {}  # transactional id -> its marker task
         self._actors = ActorDirectory(self._namespace)
 
@@ -109,7 +108,7 @@ class TransactionCoordinatorActor(ShardHost):
         """Write one partition's marker, retrying until its leader answers for it."""
         topic, partition = tp
         name = (naming.group_coordinator(partition) if topic == OFFSETS_TOPIC
-                else naming.partition_host_of(topic, partition, self._config))
+                else naming.partition_host_of(topic, partition, self.runtime.config))
         backoff = Backoff(50, 1000)
         while True:
             try:
