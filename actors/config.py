@@ -36,6 +36,10 @@ DEFAULTS: dict = {
     "max.partitions": None,
     # The data path.
     "log.retention.check.interval.ms": 300000,
+    # A partition with no write for this long closes its active segment's file (the next
+    # write opens it again), so an idle partition holds one descriptor, its folder's lock.
+    # 0: never.
+    "log.segment.idle.close.ms": 60000,
     "fetch.max.wait.ms": 500,
     # Kafka's: a Metadata request names a topic that does not exist and allows it, and the
     # gateway creates it with num.partitions partitions.

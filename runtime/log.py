@@ -109,6 +109,9 @@ class FileLog:
         self.name = name or os.path.basename(os.path.normpath(directory))
         self._io = io or OS_IO
         self._fd = -1
+        # The active segment's descriptor was closed while the log was idle (`park`): the
+        # next append opens it again; reads open the file as they do closed segments'.
+        self._parked = False
         self._lock: FileLock | None = None
         self._offline: str | None = None
         self._opened = 0  # how many times the folder was opened: which opening a SyncPoint is of
@@ -128,6 +131,7 @@ class FileLog:
         self._active_size = 0
         self._index: dict[str, list[tuple[int, int, int]]] = {}
         self._lock = _take_writer_lock(self.directory)
+        self._parked = False
         self._opened += 1
         try:
             with FileLock(os.path.join(self.directory, MANIFEST_LOCK)):
@@ -291,7 +295,37 @@ class FileLog:
 
     @property
     def closed(self) -> bool:
-        return self._fd < 0
+        return self._fd < 0 and not self._parked
+
+    @property
+    def parked(self) -> bool:
+        return self._parked
+
+    def park(self) -> bool:
+        """Close the active segment's descriptor while the log is idle, so that thousands
+        of idle logs do not hold thousands of descriptors; whether it did. Only a log with
+        nothing waiting for a flush parks: the fsync that makes an append durable runs on
+        the descriptor that wrote it."""
+        if self._parked or self._fd < 0 or self._offline or self.durable_offset != self.end_offset:
+            return False
+        os.close(self._fd)
+        self._fd = -1
+        self._parked = True
+        return True
+
+    def _writer_fd(self) -> int:
+        """The active segment's descriptor, opened again if the log parked it. A failure
+        (out of descriptors) is an error for this write only: nothing was written, nothing
+        is in doubt, and the log stays online."""
+        if self._parked:
+            try:
+                self._fd = self._io.open(os.path.join(self.directory, self.active_segment.file),
+                                         os.O_RDWR | os.O_APPEND)
+            except OSError as e:
+                raise LogWriteError(e.errno or errno.EIO,
+                                    f"cannot open the active segment of {self.name} again: {e}") from e
+            self._parked = False
+        return self._fd
 
     @property
     def unsettled(self) -> bool:
@@ -305,7 +339,7 @@ class FileLog:
     def raise_if_offline(self) -> None:
         if self._offline:
             raise LogWriteError(errno.EIO, f"log {self.name} is offline until it is reopened: {self._offline}")
-        if self._fd < 0:
+        if self.closed:
             raise LogWriteError(errno.EBADF, f"log {self.name} is closed")
 
     def append(self, payload: bytes, count: int, timestamp: int, *, attributes: int = 0,
@@ -321,11 +355,12 @@ class FileLog:
         data = encode_batch(base, payload, count, timestamp, attributes, producer_id, producer_epoch, base_sequence)
         if self._active_size > 0 and self._active_size + len(data) > self.config.segment_bytes:
             self.roll()
+        fd = self._writer_fd()
         pos = self._active_size
         try:
             written = 0
             while written < len(data):
-                written += self._io.write(self._fd, data[written:])
+                written += self._io.write(fd, data[written:])
         except OSError as e:
             try:
                 self._io.truncate(self._fd, pos)
@@ -367,8 +402,13 @@ class FileLog:
         if not self.config.fsync:
             self.durable_offset = self.end_offset
             return None
-        # A descriptor of its own: a roll may close the writer's before the fsync runs.
-        return SyncPoint(self._io, os.dup(self._fd), self.end_offset, self._opened)
+        try:
+            # A descriptor of its own: a roll may close the writer's before the fsync runs.
+            fd = os.dup(self._fd)
+        except OSError:
+            self.flush()  # out of descriptors: flush on this thread rather than not at all
+            return None
+        return SyncPoint(self._io, fd, self.end_offset, self._opened)
 
     def synced(self, point: "SyncPoint") -> None:
         """The sync point's fsync is over: everything below its offset is durable, or, if it
@@ -390,6 +430,8 @@ class FileLog:
         del self._active_index[i:]
         self._active_size = pos
         self.end_offset = self.durable_offset
+        if self._parked:
+            return  # a parked log has nothing past its durable offset
         try:
             if os.fstat(self._fd).st_size != pos:
                 self._cut_pending = True
@@ -404,6 +446,7 @@ class FileLog:
         takes the log offline: the manifest on disk may or may not have changed."""
         self.raise_if_offline()
         self.flush()
+        self._writer_fd()
         fd = -1
         try:
             if not self.config.fsync:
@@ -484,6 +527,7 @@ class FileLog:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        self._parked = False
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -552,7 +596,7 @@ class FileLog:
                 k += 1
             if k > j:
                 start, stop = idx[j][1], idx[k - 1][1] + idx[k - 1][2]
-                fd = self._fd if i == len(segments) - 1 else None
+                fd = self._fd if i == len(segments) - 1 and not self._parked else None
                 if fd is not None:
                     data = os.pread(fd, stop - start, start)
                 else:

@@ -5,6 +5,7 @@ import time
 import ray
 
 from actors import Cluster, ConsumerRebalanceListener, naming
+from actors.server.partition_host import PartitionHostActor
 from runtime.messages.topics import READ_COMMITTED, READ_UNCOMMITTED, FetchRequest
 from runtime.topics.data import decode_entries
 from runtime.topics.isolation import filter_aborted
@@ -242,3 +243,15 @@ def share_partition_status(cluster, group: str, topic: str, partition: int = 0) 
         return ray.get(share_partition(cluster, group, topic, partition).status.remote(), timeout=30)
     except (ValueError, ray.exceptions.RayActorError):
         return None
+
+
+def host_of(data_dir: str, partitions: list, **config) -> PartitionHostActor:
+    """A partition host (the actor's class, run on the caller's asyncio loop, without Ray)
+    leading `partitions` ((topic, partition, topic id, configs)), as if the controller had
+    them."""
+    host = PartitionHostActor(data_dir, 0, {"log.flush.fsync": True, **config})
+
+    async def assigned():
+        return partitions
+    host._assigned = assigned
+    return host

@@ -21,6 +21,7 @@ import asyncio
 import concurrent.futures
 import logging
 import os
+import resource
 import time
 
 import ray
@@ -44,6 +45,13 @@ log = logging.getLogger(__name__)
 # Threads that open a restarted host's logs (recovery reads each log's tail and producer state).
 OPEN_THREADS = 4
 CONTROLLER_TIMEOUT_S = 30.0
+# File descriptors a host keeps free for Ray's sockets and pipes, reads of closed segments
+# and manifest rewrites: a log is opened only while it leaves these, so running out of
+# descriptors refuses new partitions instead of starving the process that holds the others.
+FD_RESERVE = 256
+# Descriptors an open log holds at most: its folder's lock and its active segment (a parked
+# log counts as open: its next write opens the segment again).
+FDS_PER_LOG = 2
 
 
 class PartitionHostActor:
@@ -64,6 +72,9 @@ class PartitionHostActor:
         self._openers = concurrent.futures.ThreadPoolExecutor(OPEN_THREADS, thread_name_prefix="shoal-open")
         self._data = asyncio.Event()  # set when any partition's high watermark moves
         self._retention: asyncio.Task | None = None
+        self._idle: asyncio.Task | None = None
+        self._fd_room: int | None = None  # descriptors left for logs, counted at _fd_counted_at
+        self._fd_counted_at = float("-inf")
         self._actors = ActorDirectory(config.get(naming.NAMESPACE_KEY))
         self._node = current_node() if ray.is_initialized() else None  # None: a test's host, without Ray
 
@@ -71,7 +82,26 @@ class PartitionHostActor:
 
     def _new_leader(self, topic: str, partition: int, topic_id: str, configs: dict) -> PartitionLeader:
         return PartitionLeader(self._data_dir, topic, partition, topic_id, configs, self._config, self._actors,
-                               self._wants_flush, self._moved)
+                               self._wants_flush, self._moved, self._room_to_open)
+
+    def _room_to_open(self) -> str | None:
+        """None if this process has the descriptors for one more log (and takes them), or
+        why not. Counting /proc/self/fd costs a millisecond per few thousand, so the count
+        is taken at most once a second and run down by each log opened meanwhile (openings
+        run on OPEN_THREADS threads: a count off by a few is what FD_RESERVE absorbs)."""
+        now = time.monotonic()
+        if now - self._fd_counted_at > 1.0:
+            self._fd_counted_at = now
+            parked = sum(leader.parked for leader in list(self._leaders.values()))  # a copy: threads call this
+            self._fd_room = _descriptors_left(parked)
+        if self._fd_room is None:
+            return None
+        if self._fd_room < FDS_PER_LOG:
+            return (f"too many open files: {self._name} leads {len(self._leaders)} partitions and keeps "
+                    f"{FD_RESERVE} descriptors free for its own use; raise `ulimit -n` (at least "
+                    f"{FDS_PER_LOG} per partition a host leads) or run more partition hosts")
+        self._fd_room -= FDS_PER_LOG
+        return None
 
     async def _loaded(self) -> None:
         """Until this host's partitions are open (started by the first call)."""
@@ -90,9 +120,13 @@ class PartitionHostActor:
         self._reload_s = time.monotonic() - started
         if mine:
             log.info("%s: %d partitions open in %.2fs", self._name, len(mine), self._reload_s)
+        loop = asyncio.get_running_loop()
         if self._retention is None:
             interval = int(self._config.get("log.retention.check.interval.ms", 300000)) / 1000
-            self._retention = asyncio.get_running_loop().create_task(self._retention_loop(interval))
+            self._retention = loop.create_task(self._retention_loop(interval))
+        idle_ms = int(self._config.get("log.segment.idle.close.ms", 60000))
+        if self._idle is None and idle_ms > 0:
+            self._idle = loop.create_task(self._park_idle_loop(idle_ms / 1000))
 
     async def _assigned(self) -> list[tuple[str, int, str, dict]]:
         """(topic, partition, topic id, topic configs) of every partition this host leads, as the
@@ -293,6 +327,15 @@ class PartitionHostActor:
 
     # ------------------------------------------------------------------ retention
 
+    async def _park_idle_loop(self, idle_s: float) -> None:
+        """Close the active segment files of the partitions not written to for idle_s."""
+        while True:
+            await asyncio.sleep(idle_s / 2)
+            idle_before = time.monotonic() - idle_s
+            parked = sum(leader.park(idle_before) for leader in list(self._leaders.values()))
+            if parked:
+                log.debug("%s: parked %d idle partitions' segments", self._name, parked)
+
     async def _retention_loop(self, interval_s: float) -> None:
         while True:
             await asyncio.sleep(interval_s)
@@ -312,3 +355,16 @@ def _sync_all(points: list[SyncPoint]) -> None:
     for point in points:
         point.sync()
 
+
+
+def _descriptors_left(parked: int) -> int | None:
+    """Descriptors this process may still open before it is FD_RESERVE below its limit,
+    `parked` logs counted as open; None where it cannot tell (no /proc, no limit)."""
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        used = len(os.listdir("/proc/self/fd"))
+    except (OSError, ValueError):
+        return None
+    if soft == resource.RLIM_INFINITY:
+        return None
+    return soft - FD_RESERVE - used - parked

@@ -31,7 +31,7 @@ import shutil
 import time
 from typing import Callable
 
-from runtime.errors import Errors, KafkaError
+from runtime.errors import CorruptRecordError, Errors, KafkaError
 from runtime.log import LogWriteError, SyncPoint
 from runtime.messages.errors import error_response
 from runtime.messages.topics import (DeleteRecordsRequest, DeleteRecordsResponse, FetchRequest, FetchResponse,
@@ -58,11 +58,12 @@ OPEN_RETRY_S = 1.0
 class PartitionLeader:
     """`directory` reaches the transaction coordinators; `wants_flush(leader)` asks the host
     for a flush of this leader's appends; `on_data()` tells the host's fetch waiters that a
-    high watermark moved."""
+    high watermark moved; `room_to_open()` is None when the host has the file descriptors
+    for one more log, or why not."""
 
     def __init__(self, data_dir: str, topic: str, partition: int, topic_id: str, topic_configs: dict, config: dict,
                  directory: ActorDirectory, wants_flush: Callable[["PartitionLeader"], None],
-                 on_data: Callable[[], None]) -> None:
+                 on_data: Callable[[], None], room_to_open: Callable[[], str | None]) -> None:
         self.topic = topic
         self.partition = partition
         self.topic_id = topic_id
@@ -84,6 +85,8 @@ class PartitionLeader:
         self._actors = directory
         self._wants_flush = wants_flush
         self._on_data = on_data
+        self._room_to_open = room_to_open
+        self.written_at = time.monotonic()  # the last append: an idle log parks its active segment
 
     def open(self) -> None:
         """Open the log (a restarted host opens its partitions' logs on threads, in
@@ -102,6 +105,12 @@ class PartitionLeader:
             return plog
         if self._deleted or time.monotonic() < self._retry_open_at:
             raise KafkaError(Errors.KAFKA_STORAGE_ERROR, self._open_error)
+        if plog is None:
+            refused = self._room_to_open()
+            if refused is not None:
+                self._open_error = f"{self.topic}-{self.partition} not opened: {refused}"
+                self._retry_open_at = time.monotonic() + OPEN_RETRY_S
+                raise KafkaError(Errors.KAFKA_STORAGE_ERROR, self._open_error)
         try:
             if plog is None:
                 self._plog = PartitionLog(self._dir, self.topic, self.partition, self._topic_configs,
@@ -198,6 +207,7 @@ class PartitionLeader:
                 return error_response(request, KafkaError(Errors.KAFKA_STORAGE_ERROR, str(e)))
         self._appended.set()
         self._appended = asyncio.Event()
+        self.written_at = time.monotonic()
         error = await self.flushed()
         if error is not None:
             return error_response(request, KafkaError(Errors.KAFKA_STORAGE_ERROR, error))
@@ -268,6 +278,7 @@ class PartitionLeader:
         except LogWriteError as e:
             self._log_failed(e)
             return Errors.KAFKA_STORAGE_ERROR.code
+        self.written_at = time.monotonic()
         return Errors.NONE.code
 
     def begin_flush(self) -> SyncPoint | None:
@@ -307,10 +318,25 @@ class PartitionLeader:
             return self._ensure_open().fetch(request.fetch_offset, request.partition_max_bytes, request.max_records,
                                              request.isolation_level)
         except KafkaError as e:
-            p = self._plog
-            return FetchResponse(self.topic, self.partition, e.code,
-                                 p.high_watermark if p else -1, p.high_watermark if p else -1,
-                                 p.log_start_offset if p else -1, error_message=e.message)
+            error = e
+        except CorruptRecordError as e:  # a closed segment's batch fails its check: as Kafka answers it
+            error = KafkaError(Errors.CORRUPT_MESSAGE, str(e))
+        except OSError as e:  # out of descriptors, or the disk: this read only, the log stays as it is
+            error = KafkaError(Errors.KAFKA_STORAGE_ERROR, f"reading {self.topic}-{self.partition}: {e}")
+        p = self._plog
+        return FetchResponse(self.topic, self.partition, error.code,
+                             p.high_watermark if p else -1, p.high_watermark if p else -1,
+                             p.log_start_offset if p else -1, error_message=error.message)
+
+    @property
+    def parked(self) -> bool:
+        return self._plog is not None and self._plog.log.parked
+
+    def park(self, idle_before: float) -> bool:
+        """Close the active segment's file if nothing was written since `idle_before` (a
+        monotonic time) and nothing waits for a flush; whether it did."""
+        p = self._plog
+        return p is not None and not self._waiters and self.written_at < idle_before and p.log.park()
 
     async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
         try:

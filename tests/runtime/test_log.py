@@ -344,3 +344,58 @@ def test_an_active_segment_whose_offsets_disagree_with_the_manifest_is_refused(t
     with pytest.raises(CorruptRecordError, match="starts at offset 0, expected 10") as info:
         open_log(tmp_path)
     assert info.value.offset == 10
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_an_idle_log_parks_its_active_segment_and_the_next_append_opens_it_again(tmp_path):
+    log = open_log(tmp_path, segment_bytes=200)
+    append_kv(log, 2)
+    assert not log.park(), "an append waiting for its flush keeps the descriptor it will fsync"
+    log.flush()
+    before = open_descriptors()
+    assert log.park() and log.parked and not log.closed
+    assert open_descriptors() == before - 1
+    assert values(log.read()) == [0, 1], "reads open the file as they do closed segments'"
+    assert open_descriptors() == before - 1
+    for _ in range(6):  # appends open the segment again, and roll past it
+        append_kv(log, 3)
+    log.flush()
+    assert not log.parked and len(log.manifest.segments) > 1
+    assert values(log.read()) == list(range(20))
+    log.close()
+    assert values(open_log(tmp_path).read()) == list(range(20))
+
+
+def test_a_parked_log_that_cannot_open_its_segment_fails_that_append_only(tmp_path):
+    io = FaultyIO()
+    log = FileLog(str(tmp_path / "log"), LogConfig(), io=io)
+    append_kv(log, 2)
+    log.flush()
+    assert log.park()
+    io.fail_ops = {"open"}  # as out of descriptors
+    with pytest.raises(LogWriteError, match="again"):
+        append_kv(log, 1)
+    assert (log.end_offset, log.durable_offset, log.offline, log.parked) == (2, 2, None, True)
+    io.fail_ops = set()
+    append_kv(log, 1)
+    log.flush()
+    assert values(log.read()) == [0, 1, 2]
+
+
+def test_a_parked_log_goes_offline_cleanly_when_a_manifest_update_fails(tmp_path):
+    io = FaultyIO()
+    log = FileLog(str(tmp_path / "log"), LogConfig(segment_bytes=200), io=io)
+    while len(log.manifest.segments) < 3:
+        append_kv(log, 3)
+    log.flush()
+    assert log.park()
+    io.fail_ops = {"replace"}
+    with pytest.raises(LogWriteError):
+        log.advance_log_start_offset(3)
+    assert log.offline and not log.unsettled
+    io.fail_ops = set()
+    log.reopen()
+    assert not log.parked and values(log.read())[:3] == [0, 1, 2]

@@ -10,13 +10,13 @@ import time
 import pytest
 
 from actors.server import partition_leader
-from actors.server.partition_host import PartitionHostActor
 from runtime.errors import Errors
 from runtime.messages.topics import READ_COMMITTED, FetchRequest, ProduceRequest
 from runtime.messages.txn import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
 from runtime.testing import FaultyIO
 from runtime.topics.data import decode_entries, encode_records
 from runtime.topics.partition import PartitionLog
+from tests.helpers import host_of
 
 STORAGE_ERROR = Errors.KAFKA_STORAGE_ERROR.code
 
@@ -31,18 +31,7 @@ def disk(tmp_path, monkeypatch):
     return lambda: host_of(str(tmp_path), [("t", 0, "t-id", {"segment.bytes": 250})]), io
 
 
-def host_of(data_dir: str, partitions: list) -> PartitionHostActor:
-    """A partition host leading `partitions` ((topic, partition, topic id, configs)), as if the
-    controller had them."""
-    host = PartitionHostActor(data_dir, 0, {"log.flush.fsync": True})
-
-    async def assigned():
-        return partitions
-    host._assigned = assigned
-    return host
-
-
-def part(host: PartitionHostActor, topic: str = "t", partition: int = 0):
+def part(host, topic: str = "t", partition: int = 0):
     """The host's leader of the partition (its log and internals)."""
     return host._leaders[(topic, partition)]
 
