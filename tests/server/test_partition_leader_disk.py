@@ -4,7 +4,9 @@ failed, gives no offset to two batches that were both acknowledged, and the prod
 and transaction markers follow. A partition host (the actor class) leading the partition
 runs on an asyncio loop of its own, without Ray, over real files and a FaultyIO."""
 import asyncio
+import dataclasses
 import functools
+import os
 import time
 
 import pytest
@@ -183,5 +185,26 @@ def test_a_produce_made_durable_by_a_roll_that_then_failed_is_acknowledged(disk,
         c = await leader.produce(produce(b"C"))
         assert (c.error_code, c.base_offset) == (0, 2)
         assert await values(leader) == [b"first", b"A", b"C"]
+
+    asyncio.run(scenario())
+
+
+def test_a_corrupt_closed_segment_fails_its_partitions_fetch_only(tmp_path):
+    """A closed segment's batch that fails its check on read: CORRUPT_MESSAGE for that
+    partition, as Kafka answers, and the other partitions of the same Fetch are read."""
+    async def scenario():
+        host = host_of(str(tmp_path), [("t", p, "t-id", {"segment.bytes": 250}) for p in range(2)])
+        await host.ready()
+        for value in (BIG, BIG, BIG):
+            for p in range(2):
+                request = dataclasses.replace(produce(value), partition=p)
+                assert (await host.produce(request)).error_code == 0
+        closed = part(host, "t", 0)._plog.log.manifest.segments[0]
+        with open(os.path.join(str(tmp_path), "t-0", closed.file), "r+b") as f:
+            f.seek(closed.size - 5)
+            f.write(b"\xff")
+        bad, good = await host.fetch_many([FetchRequest("t", p, 0, max_wait_ms=0) for p in range(2)], 0, 1)
+        assert bad.error_code == Errors.CORRUPT_MESSAGE.code and closed.file in bad.error_message
+        assert good.error_code == 0 and len(good.batches) >= 1
 
     asyncio.run(scenario())
