@@ -18,6 +18,9 @@ one of them (runtime.testing.FaultyIO).
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import errno
 import fcntl
 import json
 import os
@@ -237,6 +240,15 @@ class OsIO:
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
 
+    def syncfs(self, fd: int) -> None:
+        """syncfs(2): everything written on fd's filesystem durable, with one journal
+        commit. Linux only (OSError ENOSYS elsewhere); reports writeback errors since 5.8."""
+        if _syncfs is None:
+            raise OSError(errno.ENOSYS, "syncfs is not available here")
+        if _syncfs(fd) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+
     def truncate(self, fd: int, size: int) -> None:
         os.ftruncate(fd, size)
 
@@ -254,6 +266,14 @@ class OsIO:
             os.close(fd)
 
 
+def _libc_syncfs():
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).syncfs
+    except (OSError, AttributeError, TypeError):
+        return None
+
+
+_syncfs = _libc_syncfs()
 OS_IO = OsIO()
 
 

@@ -62,6 +62,12 @@ class FaultyIO(OsIO):
         self._check("fsync")
         super().fsync(fd)
 
+    def syncfs(self, fd: int) -> None:
+        if self.fail_fsync:
+            raise OSError(errno.EIO, "Input/output error")
+        self._check("fsync")
+        super().syncfs(fd)
+
     def truncate(self, fd: int, size: int) -> None:
         if self.fail_truncate:
             raise OSError(errno.EIO, "Input/output error")

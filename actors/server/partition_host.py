@@ -27,7 +27,7 @@ import time
 import ray
 
 from runtime.errors import Errors, KafkaError
-from runtime.log import SyncPoint
+from runtime.log import sync_all
 from runtime.messages.errors import error_response
 from runtime.messages.topics import (DeleteRecordsRequest, DeleteRecordsResponse, FetchRequest, FetchResponse,
                                      ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, ProduceRequest,
@@ -251,7 +251,7 @@ class PartitionHostActor:
         if not points:
             self._flushing = False
             return
-        synced = asyncio.get_running_loop().run_in_executor(self._writer, _sync_all, [p for _, p in points])
+        synced = asyncio.get_running_loop().run_in_executor(self._writer, sync_all, [p for _, p in points])
         synced.add_done_callback(lambda _: self._flushed(points))
 
     def _flushed(self, points: list) -> None:
@@ -350,10 +350,6 @@ class PartitionHostActor:
             deleted.extend(await leader.apply_retention())
         return deleted
 
-
-def _sync_all(points: list[SyncPoint]) -> None:
-    for point in points:
-        point.sync()
 
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from runtime.codec import decode_records
 from runtime.errors import CorruptRecordError
-from runtime.log import (HEADER_SIZE, MANIFEST, FileLog, LogConfig, LogWriteError, read_batches, read_manifest,
-                         segment_file_name)
+from runtime.log import (HEADER_SIZE, MANIFEST, SYNCFS_AT, FileLog, LogConfig, LogWriteError, read_batches,
+                         read_manifest, segment_file_name, sync_all)
 from runtime.testing import FaultyIO
 
 from .logutil import append_kv, cut_file, file_bytes, flip_byte, log_with_segments, segment_path, values
@@ -399,3 +399,43 @@ def test_a_parked_log_goes_offline_cleanly_when_a_manifest_update_fails(tmp_path
     io.fail_ops = set()
     log.reopen()
     assert not log.parked and values(log.read())[:3] == [0, 1, 2]
+
+
+def test_many_logs_sync_points_are_made_durable_by_one_syncfs_and_its_error_is_each_ones(tmp_path):
+    io = FaultyIO()
+    logs = [FileLog(str(tmp_path / f"log{i}"), LogConfig(), io=io) for i in range(SYNCFS_AT)]
+    for log in logs:
+        append_kv(log, 2)
+    points = [log.sync_point() for log in logs]
+    io.ops.clear()
+    sync_all(points)
+    assert io.ops == ["fsync"], "one syncfs, not an fsync per log"
+    for log, point in zip(logs, points):
+        log.synced(point)
+        assert log.durable_offset == 2
+    for log in logs:
+        append_kv(log, 1)
+    points = [log.sync_point() for log in logs]
+    io.fail_fsync = True
+    sync_all(points)
+    io.fail_fsync = False
+    for log, point in zip(logs, points):
+        with pytest.raises(LogWriteError):
+            log.synced(point)
+        assert log.offline and log.durable_offset == 2
+        log.reopen()
+        assert values(log.read()) == [0, 1]
+        log.close()
+
+
+def test_a_few_sync_points_are_fsynced_one_by_one(tmp_path):
+    io = FaultyIO()
+    logs = [FileLog(str(tmp_path / f"log{i}"), LogConfig(), io=io) for i in range(3)]
+    for log in logs:
+        append_kv(log, 1)
+    points = [log.sync_point() for log in logs]
+    io.fail_nth = 1  # the second log's fsync only
+    sync_all(points)
+    assert [p.error is not None for p in points] == [False, True, False]
+    for log in logs:
+        log.close()

@@ -15,6 +15,7 @@ from actors.server import partition_leader
 from runtime.errors import Errors
 from runtime.messages.topics import READ_COMMITTED, FetchRequest, ProduceRequest
 from runtime.messages.txn import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
+from runtime.log import SYNCFS_AT
 from runtime.testing import FaultyIO
 from runtime.topics.data import decode_entries, encode_records
 from runtime.topics.partition import PartitionLog
@@ -206,5 +207,36 @@ def test_a_corrupt_closed_segment_fails_its_partitions_fetch_only(tmp_path):
         bad, good = await host.fetch_many([FetchRequest("t", p, 0, max_wait_ms=0) for p in range(2)], 0, 1)
         assert bad.error_code == Errors.CORRUPT_MESSAGE.code and closed.file in bad.error_message
         assert good.error_code == 0 and len(good.batches) >= 1
+
+    asyncio.run(scenario())
+
+
+def test_a_wide_flush_pass_that_fails_acknowledges_none_of_its_partitions(tmp_path, monkeypatch):
+    """Produces to many partitions in one turn share one flush pass, made durable by one
+    syncfs; when it fails, no partition's produce is acknowledged and none is in the log
+    after the reopen, and the next produces land at the same offsets."""
+    io = FaultyIO()
+    monkeypatch.setattr(partition_leader, "PartitionLog", functools.partial(PartitionLog, io=io))
+    monkeypatch.setattr(partition_leader, "OPEN_RETRY_S", 0.02)
+    wide = SYNCFS_AT + 4
+
+    def to(p: int, value: bytes) -> ProduceRequest:
+        return dataclasses.replace(produce(value), partition=p)
+
+    async def scenario():
+        host = host_of(str(tmp_path), [("t", p, "t-id", {}) for p in range(wide)])
+        await host.ready()
+        assert all(r.error_code == 0 for r in await asyncio.gather(*[host.produce(to(p, b"a")) for p in range(wide)]))
+        io.ops.clear()
+        io.fail_nth = wide  # after each partition's write, the pass's one syncfs
+        failed = await asyncio.gather(*[host.produce(to(p, b"lost")) for p in range(wide)])
+        assert [r.error_code for r in failed] == [STORAGE_ERROR] * wide
+        assert io.ops[:wide + 1] == ["write"] * wide + ["fsync"]
+        await eventually(lambda: not any(part(host, "t", p)._plog.offline for p in range(wide)))
+        again = await asyncio.gather(*[host.produce(to(p, b"b")) for p in range(wide)])
+        assert [(r.error_code, r.base_offset) for r in again] == [(0, 1)] * wide
+        for p in range(wide):
+            response = await host.fetch(FetchRequest("t", p, 0, max_wait_ms=0))
+            assert [r.value for b in response.batches for r in decode_entries(b.records, b.base_offset)] == [b"a", b"b"]
 
     asyncio.run(scenario())
