@@ -4,12 +4,11 @@ clients (kafka-python, aiokafka, confluent-kafka, kcat) use shoal.
 It is a translator, not a second broker: runtime.wire decides everything about the protocol
 (frames, headers, versions, what closes a connection) and this shell only reads, writes and
 turns each request into calls on the actors shoal's own clients use (the controller,
-partition leaders, group and transaction coordinators), in actors/server/data.py,
-actors/server/groups.py, actors/server/consumer_groups.py, actors/server/admin.py,
-actors/server/cluster.py and the other gateway_* modules. There is one gateway per Ray node, each a broker to Kafka
-clients (actors/server/brokers.py says which serves what). Small requests many
-connections send one coordinator (heartbeats, commits) are coalesced into one Ray call
-(actors/server/coalescing.py).
+partition hosts, group and transaction coordinators), in the other modules of this
+package (data, fetch, groups, consumer_groups, share, admin, cluster...). There is one
+gateway per Ray node, each a broker to Kafka clients (brokers.py says which serves what).
+Small requests many connections send one actor (produces for a partition host, heartbeats,
+commits) are coalesced into one Ray call (actors/server/coalescing.py).
 
 Requests of one connection are served concurrently and answered in their order (the codec
 holds an early answer back), so a client's pipelined requests do not wait for a long poll
