@@ -22,6 +22,7 @@ import concurrent.futures
 import logging
 import os
 import resource
+import threading
 import time
 
 import ray
@@ -75,6 +76,7 @@ class PartitionHostActor:
         self._idle: asyncio.Task | None = None
         self._fd_room: int | None = None  # descriptors left for logs, counted at _fd_counted_at
         self._fd_counted_at = float("-inf")
+        self._fd_lock = threading.Lock()
         self._actors = ActorDirectory(config.get(naming.NAMESPACE_KEY))
         self._node = current_node() if ray.is_initialized() else None  # None: a test's host, without Ray
 
@@ -87,21 +89,22 @@ class PartitionHostActor:
     def _room_to_open(self) -> str | None:
         """None if this process has the descriptors for one more log (and takes them), or
         why not. Counting /proc/self/fd costs a millisecond per few thousand, so the count
-        is taken at most once a second and run down by each log opened meanwhile (openings
-        run on OPEN_THREADS threads: a count off by a few is what FD_RESERVE absorbs)."""
-        now = time.monotonic()
-        if now - self._fd_counted_at > 1.0:
-            self._fd_counted_at = now
-            parked = sum(leader.parked for leader in list(self._leaders.values()))  # a copy: threads call this
-            self._fd_room = _descriptors_left(parked)
-        if self._fd_room is None:
+        is taken at most once a second and run down by each log opened meanwhile; what
+        else the process opens in that second, FD_RESERVE absorbs."""
+        with self._fd_lock:  # the opening threads count and take together
+            now = time.monotonic()
+            if now - self._fd_counted_at > 1.0:
+                self._fd_counted_at = now
+                parked = sum(leader.parked for leader in list(self._leaders.values()))  # a copy: threads call this
+                self._fd_room = _descriptors_left(parked)
+            if self._fd_room is None:
+                return None
+            if self._fd_room < FDS_PER_LOG:
+                return (f"too many open files: {self._name} leads {len(self._leaders)} partitions and keeps "
+                        f"{FD_RESERVE} descriptors free for its own use; raise `ulimit -n` (at least "
+                        f"{FDS_PER_LOG} per partition a host leads) or run more partition hosts")
+            self._fd_room -= FDS_PER_LOG
             return None
-        if self._fd_room < FDS_PER_LOG:
-            return (f"too many open files: {self._name} leads {len(self._leaders)} partitions and keeps "
-                    f"{FD_RESERVE} descriptors free for its own use; raise `ulimit -n` (at least "
-                    f"{FDS_PER_LOG} per partition a host leads) or run more partition hosts")
-        self._fd_room -= FDS_PER_LOG
-        return None
 
     async def _loaded(self) -> None:
         """Until this host's partitions are open (started by the first call)."""
