@@ -40,6 +40,7 @@ class ClientActor:
         self.host = socket.gethostname()  # Kafka's client host, shown by describe
         self._actors = ActorDirectory(namespace)
         self._tasks: set[asyncio.Task] = set()
+        self._stopped = False
 
     # ------------------------------------------------------------------ finding actors
 
@@ -61,7 +62,12 @@ class ClientActor:
     # ------------------------------------------------------------------ background work
 
     def _spawn(self, coroutine: Coroutine) -> asyncio.Task:
+        """A background task of this client; once the client is stopped, one cancelled
+        before it starts (a task ending as the client stops must not start another)."""
         task = asyncio.get_running_loop().create_task(coroutine)
+        if self._stopped:
+            task.cancel()
+            return task
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
         return task
@@ -72,11 +78,15 @@ class ClientActor:
             log.error("%s: background task failed", self.client_id, exc_info=task.exception())
 
     async def _stop_tasks(self) -> None:
+        """Cancel the background work for good (heartbeats, fetches, acknowledgements)."""
+        self._stopped = True
         current = asyncio.current_task()
-        tasks = [t for t in self._tasks if t is not current]
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        while tasks := [t for t in self._tasks if t is not current]:
+            for t in tasks:
+                t.cancel()
+            # Again until they end: a cancellation can be lost (on Python 3.11, wait_for
+            # returns an answer that arrived together with it).
+            await asyncio.wait(tasks, timeout=0.1)
 
     async def ping(self) -> str:
         return self.client_id

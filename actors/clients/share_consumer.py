@@ -117,7 +117,7 @@ class ShareConsumerBackground(ClientActor):
 
     async def _heartbeat_loop(self) -> None:
         backoff = Backoff()
-        while True:
+        while not self._stopped:
             request = self.membership.heartbeat_request()
             delay_s = None  # none due: wait to be woken
             if request is not None:

@@ -63,3 +63,32 @@ def test_a_cluster_stops_the_share_consumers_it_made_before_it_shuts_down(ray_se
     assert not consumer._background._tasks
     with pytest.raises(KafkaError):
         consumer.poll(0)
+
+
+def test_stopping_a_client_ends_work_that_lost_a_cancellation_and_starts_no_more():
+    """A task can miss its cancellation (on Python 3.11 asyncio.wait_for returns an answer
+    that arrived with it): stopping cancels again until the work has ended, and a task that
+    the ending work spawns is cancelled before it runs."""
+    from actors.clients.client import ClientActor
+    network = NetworkThread.instance()
+    client = ClientActor("stop-test", {}, "stop-test")
+    started_after_stop = []
+
+    async def stubborn():
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            pass  # the cancellation is lost here...
+        client._spawn(spawned())  # ...and the ending work would start more
+        await asyncio.sleep(60)
+
+    async def spawned():
+        started_after_stop.append(True)
+
+    async def start():
+        client._spawn(stubborn())
+        await asyncio.sleep(0.05)
+
+    result_within(network.submit(start()), 10)
+    network.stop(client, timeout_s=10)
+    assert not client._tasks and not started_after_stop
