@@ -32,12 +32,15 @@ MAX_TOPIC_NAME_LENGTH = 249
 # Topic-level configs a user may set, with their types (Kafka's names).
 TOPIC_CONFIGS = {
     "retention.ms": int, "retention.bytes": int, "segment.bytes": int, "max.message.bytes": int,
-    "cleanup.policy": str, "flush.messages": int, "message.timestamp.type": str,
+    "cleanup.policy": str, "flush.messages": int, "message.timestamp.type": str, "compression.type": str,
 }
 # The values Kafka's LogConfig accepts for the string-valued ones.
 _CHOICES = {
     "cleanup.policy": ("delete", "compact", "compact,delete", "delete,compact"),
     "message.timestamp.type": ("CreateTime", "LogAppendTime"),
+    # Accepted and described; batches are kept as their producer compressed them whatever
+    # the value (README "Topics": shoal does not recompress).
+    "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
 }
 
 

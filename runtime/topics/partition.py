@@ -43,6 +43,7 @@ DEFAULTS = {
     "cleanup.policy": "delete",
     "flush.messages": 9223372036854775807,
     "message.timestamp.type": "CreateTime",
+    "compression.type": "producer",
 }
 
 

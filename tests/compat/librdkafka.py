@@ -39,8 +39,9 @@ partitions on Metadata, "noautocreate" creates none (0045's topic-removal tests,
 The runner starts one cluster per scenario it needs, with auto.create.topics.enable and
 num.partitions from that file, and runs each pass's tests of that scenario there. test.conf
 is what librdkafka's CI writes (tests/LibrdkafkaTestApp.py): the brokers and
-test.timeout.multiplier=2. A partition is an actor process here, and the tests leave their
-topics behind, so a cluster that grows past --max-actors is started afresh between two tests.
+test.timeout.multiplier=2. A SharePartition is an actor process here (a topic partition is
+not: partition hosts carry them), and the share tests leave their groups behind, so a
+cluster that grows past --max-actors actors is started afresh between two tests.
 
 Output: a line per test as it ends, then the table (pass, test, outcome, seconds, first error
 line) and the counts per pass. The same goes to .compat/librdkafka-results.json, rewritten
@@ -409,11 +410,11 @@ class Broker:
     """A Cluster.local serving Kafka clients through its gateway, and the test.conf that
     points test-runner at it.
 
-    Every partition leader (and SharePartition) is an actor process here, about 70 MB, and
-    librdkafka's tests create topics as they go and leave them: a pass would hold hundreds of
-    them. So once the cluster holds more than --max-actors actors, or its topics more
-    partitions than that (a CreateTopics may still be starting them), it is started afresh,
-    its data gone with it, between two runs of test-runner."""
+    Every SharePartition is an actor process here, about 70 MB, and librdkafka's share tests
+    consume partitions as they go and leave their groups: a pass would hold hundreds of them.
+    So once the cluster holds more than --max-actors actors it is started afresh, its data
+    gone with it, between two runs of test-runner. (Topic partitions cost no actor: the
+    partition hosts carry them, up to max.partitions.)"""
 
     def __init__(self, args, config: dict, conf_dir: str) -> None:
         self.args, self.config, self.conf_dir = args, config, conf_dir
@@ -442,14 +443,13 @@ class Broker:
 
     def size(self) -> int:
         try:
-            partitions = sum(t.partitions for t in self.cluster.describe_topics())
-            return max(len(self.cluster.actors()), partitions)
+            return len(self.cluster.actors())
         except Exception:  # a cluster that cannot say is not worth keeping
             return sys.maxsize
 
     def start_afresh_if_full(self, out) -> None:
         if (size := self.size()) > self.args.max_actors:
-            print(f"# {size} actors or partitions: a fresh cluster", file=out, flush=True)
+            print(f"# {size} actors: a fresh cluster", file=out, flush=True)
             self.stop()
             self.start()
 

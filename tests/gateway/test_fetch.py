@@ -64,3 +64,19 @@ def test_max_bytes_serves_the_first_partition_with_records_only(cluster, bootstr
     assert parts[0].records and not parts[1].records
     parts = fetch(bootstrap, "wide", [0, 1], max_wait_ms=0)
     assert parts[0].records and parts[1].records
+
+
+def test_max_bytes_stops_inside_the_first_partition_at_a_batch(cluster, bootstrap):
+    """librdkafka's 0082_fetch_max_bytes: partition_max_bytes far above max_bytes; the
+    response stops at the batch that would pass max_bytes, even inside one partition."""
+    cluster.create_topic("deep", 2)
+    for p in (0, 1):
+        for _ in range(4):
+            produce_record_through_gateway(bootstrap, "deep", p, b"d" * 2000)
+    whole = fetch(bootstrap, "deep", [0, 1], max_wait_ms=0)
+    batch = len(whole[0].records) // 4
+    assert len(whole[1].records) == 4 * batch
+    parts = fetch(bootstrap, "deep", [0, 1], max_wait_ms=0, max_bytes=2 * batch + 10)
+    assert len(parts[0].records) == 2 * batch and not parts[1].records
+    first_only = fetch(bootstrap, "deep", [0, 1], max_wait_ms=0, max_bytes=10)
+    assert len(first_only[0].records) == batch and not first_only[1].records

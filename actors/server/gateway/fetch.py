@@ -32,8 +32,10 @@ def session_request(version: int, request: dict) -> FetchSessionRequest:
 
 
 def _result(response: FetchResponse | None, partition: int, isolation_level: int, error: int = 0) -> dict:
+    """A partition's part of the response; its "records" stay a list of batches (bytes)
+    until the response's max_bytes is applied (`_limit_response`)."""
     out = {"partition_index": partition, "error_code": error, "high_watermark": -1, "last_stable_offset": -1,
-           "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
+           "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": []}
     if response is None:
         return out
     aborted = None
@@ -41,7 +43,7 @@ def _result(response: FetchResponse | None, partition: int, isolation_level: int
         aborted = [{"producer_id": a.producer_id, "first_offset": a.first_offset} for a in response.aborted_transactions]
     return {**out, "error_code": response.error_code, "high_watermark": response.high_watermark,
             "last_stable_offset": response.last_stable_offset, "log_start_offset": response.log_start_offset,
-            "aborted_transactions": aborted, "records": b"".join(fetched_records(b) for b in response.batches)}
+            "aborted_transactions": aborted, "records": [fetched_records(b) for b in response.batches]}
 
 
 async def _fetch_host(gw, host: str, requests: list[FetchRequest], max_wait_ms: int, min_bytes: int,
@@ -55,16 +57,24 @@ async def _fetch_host(gw, host: str, requests: list[FetchRequest], max_wait_ms: 
     return [_result(r, r.partition, isolation_level) for r in responses]
 
 
+def _size(result: dict) -> int:
+    return sum(len(b) for b in result["records"])
+
+
 def _limit_response(results: list[dict], max_bytes: int) -> None:
-    """Kafka's fetch.max.bytes: partitions are filled in order until the response holds
-    max_bytes of records; the first partition with records is served whole even when
-    larger, so that a consumer always makes progress."""
-    total = 0
+    """Kafka's fetch.max.bytes, as its broker reads: partitions are filled in order, whole
+    batches each, while the response holds less than max_bytes; the first batch of the
+    first partition with records goes even when larger, so that a consumer always makes
+    progress. Each partition's batches become its records."""
+    left = max_bytes
     for result in results:
-        size = len(result["records"])
-        if size and total and total + size > max_bytes:
-            result["records"] = b""
-        total += len(result["records"])
+        kept = []
+        for batch in result["records"]:
+            if len(batch) > left and (kept or left < max_bytes):
+                break
+            kept.append(batch)
+            left -= len(batch)
+        result["records"] = b"".join(kept)
 
 
 async def _read(gw, reads: list, names: dict, request: dict) -> list[dict]:
@@ -94,7 +104,7 @@ async def _read(gw, reads: list, names: dict, request: dict) -> list[dict]:
 
     take(await one_pass(0))
     remaining_ms = int((deadline - time.monotonic()) * 1000)
-    size = sum(len(r["records"]) for r in results)
+    size = sum(_size(r) for r in results)
     min_bytes = max(request["min_bytes"], 1)
     if by_host and size < min_bytes and remaining_ms > 0 and not any(r["error_code"] for r in results):
         waits = [asyncio.ensure_future(_fetch_host(gw, host, [r for _, r in asked], remaining_ms, min_bytes,
