@@ -33,7 +33,10 @@ MAX_TOPIC_NAME_LENGTH = 249
 TOPIC_CONFIGS = {
     "retention.ms": int, "retention.bytes": int, "segment.bytes": int, "max.message.bytes": int,
     "cleanup.policy": str, "flush.messages": int, "message.timestamp.type": str, "compression.type": str,
+    "flush.ms": int, "delete.retention.ms": int,
 }
+# The least value of the integer ones (Kafka's LogConfig); 1 where not given.
+_MINIMUM = {"retention.ms": -1, "retention.bytes": -1, "flush.ms": 0, "delete.retention.ms": 0}
 # The values Kafka's LogConfig accepts for the string-valued ones.
 _CHOICES = {
     "cleanup.policy": ("delete", "compact", "compact,delete", "delete,compact"),
@@ -81,8 +84,8 @@ def validate_topic_configs(configs: dict) -> dict:
             out[key] = kind(value)
         except (TypeError, ValueError):
             raise KafkaError(Errors.INVALID_CONFIG, f"{key} must be {kind.__name__}, got {value!r}") from None
-        if kind is int and key != "retention.ms" and key != "retention.bytes" and out[key] <= 0:
-            raise KafkaError(Errors.INVALID_CONFIG, f"{key} must be positive")
+        if kind is int and out[key] < _MINIMUM.get(key, 1):
+            raise KafkaError(Errors.INVALID_CONFIG, f"{key} must be at least {_MINIMUM.get(key, 1)}")
         if key in _CHOICES and out[key] not in _CHOICES[key]:
             raise KafkaError(Errors.INVALID_CONFIG, f"Invalid value {out[key]} for configuration {key}: "
                                                     f"String must be one of: {', '.join(_CHOICES[key])}")

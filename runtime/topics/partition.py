@@ -44,6 +44,8 @@ DEFAULTS = {
     "flush.messages": 9223372036854775807,
     "message.timestamp.type": "CreateTime",
     "compression.type": "producer",
+    "flush.ms": 9223372036854775807,
+    "delete.retention.ms": 86400000,
 }
 
 

@@ -25,6 +25,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import ConfigResourceType as KConfigResourceType
 from kafka.admin import NewPartitions as KNewPartitions
+from kafka.admin import NewTopic as KNewTopic
 from kafka.admin import ACL as KACL
 from kafka.admin import ACLFilter as KACLFilter
 from kafka.admin import ACLOperation as KACLOperation
@@ -622,3 +623,17 @@ def test_a_topic_created_with_the_brokers_default_partition_count(cluster, kadmi
     kadmin.create_topics([NewTopic("defaulted", num_partitions=-1, replication_factor=-1)])
     (described,) = cluster.describe_topics(["defaulted"])
     assert described.partitions == int(cluster.config.get("num.partitions", 1))
+
+
+def test_create_topics_validate_only_checks_each_topic_and_makes_none(cluster, kadmin):
+    """librdkafka's 0081_admin: validate_only answers what creating would answer, per topic
+    (an unknown config INVALID_CONFIG, an existing name TOPIC_ALREADY_EXISTS), and nothing is
+    made."""
+    cluster.create_topic("validated-exists", 1)
+    response = kadmin.create_topics([KNewTopic("validated-ok", 3, 1, topic_configs={"compression.type": "lz4"}),
+                                     KNewTopic("validated-bad", 1, 1, topic_configs={"dummy.doesntexist": "x"}),
+                                     KNewTopic("validated-exists", 1, 1)], validate_only=True, raise_errors=False)
+    assert {t["name"]: t["error_code"] for t in response["topics"]} == {
+        "validated-ok": 0, "validated-bad": Errors.INVALID_CONFIG.code,
+        "validated-exists": Errors.TOPIC_ALREADY_EXISTS.code}
+    assert not {"validated-ok", "validated-bad"} & set(kadmin.list_topics())

@@ -75,7 +75,8 @@ def test_topic_configs_set_and_removed_incrementally(tmp_path):
         "max.message.bytes": 2048, "cleanup.policy": "compact"}
     assert alter(h, "a", {"retention.ms": None}).configs == {"max.message.bytes": 2048}  # no change, no record
     assert h.runtime.log.end_offset == end
-    assert alter(h, "a", {"compression.type": "lz4"}).configs == {"max.message.bytes": 2048, "compression.type": "lz4"}
+    assert alter(h, "a", {"compression.type": "lz4", "delete.retention.ms": "900", "flush.ms": "0"}).configs == {
+        "max.message.bytes": 2048, "compression.type": "lz4", "delete.retention.ms": 900, "flush.ms": 0}
 
 
 @pytest.mark.parametrize("name,configs,error", [
@@ -84,6 +85,8 @@ def test_topic_configs_set_and_removed_incrementally(tmp_path):
     ("a", {"max.message.bytes": "2048", "cleanup.policy": "sometimes"}, Errors.INVALID_CONFIG),
     ("a", {"segment.bytes": "0"}, Errors.INVALID_CONFIG),
     ("a", {"compression.type": "brotli"}, Errors.INVALID_CONFIG),
+    ("a", {"delete.retention.ms": "-1"}, Errors.INVALID_CONFIG),
+    ("a", {"retention.ms": "-2"}, Errors.INVALID_CONFIG),
     ("nowhere", {"retention.ms": "1"}, Errors.UNKNOWN_TOPIC_OR_PARTITION),
 ])
 def test_bad_topic_configs_change_nothing(tmp_path, name, configs, error):

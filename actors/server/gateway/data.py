@@ -134,11 +134,12 @@ async def _auto_create(gw, request, response) -> tuple[bool, dict]:
 
 # ------------------------------------------------------------------ CreateTopics
 
-async def _create_topic(gw, creatable: CreatableTopic):
+async def _create_topic(gw, creatable: CreatableTopic, validate_only: bool = False):
     """The controller's CreateTopics result for one topic, its partitions started on their
-    hosts when it was made."""
-    (r,) = (await gw.call(naming.CONTROLLER, "create_topics", CreateTopicsRequest((creatable,)))).topics
-    if not r.error_code:
+    hosts when it was made (validate_only: checked as if made, nothing made)."""
+    (r,) = (await gw.call(naming.CONTROLLER, "create_topics",
+                          CreateTopicsRequest((creatable,), validate_only=validate_only))).topics
+    if not r.error_code and not validate_only:
         await asyncio.get_running_loop().run_in_executor(
             None, start_partitions, gw.directory, gw.config, r.name, r.topic_id, r.configs, range(r.num_partitions))
     return r
@@ -166,10 +167,7 @@ async def create_topics(gw, event) -> dict:
             continue
         creatable = CreatableTopic(t["name"], partitions, t["replication_factor"],
                                    tuple(CreatableTopicConfig(c["name"], c["value"]) for c in t["configs"]))
-        if request["validate_only"]:
-            results.append({"name": t["name"], "error_code": 0, "num_partitions": partitions})
-            continue
-        r = await _create_topic(gw, creatable)
+        r = await _create_topic(gw, creatable, request["validate_only"])
         results.append({
             "name": r.name, "topic_id": r.topic_id or ZERO_UUID,
             "error_code": r.error_code, "error_message": r.error_message, "num_partitions": r.num_partitions,
