@@ -354,8 +354,6 @@ class PartitionHostActor:
         return deleted
 
 
-
-
 def _descriptors_left(parked: int) -> int | None:
     """Descriptors this process may still open before it is FD_RESERVE below its limit,
     `parked` logs counted as open; None where it cannot tell (no /proc, no limit)."""
