@@ -346,7 +346,7 @@ class FileLog:
         of idle logs do not hold thousands of descriptors; whether it did. Only a log with
         nothing waiting for a flush parks: the fsync that makes an append durable runs on
         the descriptor that wrote it."""
-        if self._parked or self._fd < 0 or self._offline or self.durable_offset != self.end_offset:
+        if self._fd < 0 or self._offline or self.durable_offset != self.end_offset:  # closed, or parked already
             return False
         os.close(self._fd)
         self._fd = -1
