@@ -32,6 +32,10 @@ class KafkaPythonMember:
     def assignment(self) -> set[int]:
         return {tp.partition for tp in self.consumer.assignment()}
 
+    def positions(self) -> dict[int, int]:
+        """{partition: the consumer's position} of its assigned partitions: what commit() commits."""
+        return {tp.partition: self.consumer.position(tp) for tp in self.consumer.assignment()}
+
     def commit(self) -> None:
         self.consumer.commit()
 
@@ -52,6 +56,10 @@ class ConfluentMember:
 
     def assignment(self) -> set[int]:
         return {tp.partition for tp in self.consumer.assignment()}
+
+    def positions(self) -> dict[int, int]:
+        """{partition: the consumer's position} of its assigned partitions that have one."""
+        return {tp.partition: tp.offset for tp in self.consumer.position(self.consumer.assignment()) if tp.offset >= 0}
 
     def commit(self) -> None:
         self.consumer.commit(asynchronous=False)
@@ -79,7 +87,6 @@ class Polled:
         self._calls: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
         self._reads: list[tuple[int, int]] = []
-        self._positions: dict[int, int] = {}  # partition -> the offset after the last record read
         self._assignment: set[int] = set()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -100,8 +107,6 @@ class Polled:
             got = self._client.poll()
             with self._lock:
                 self._reads.extend(got)
-                for p, o in got:
-                    self._positions[p] = max(self._positions.get(p, 0), o + 1)
                 self._assignment = self._client.assignment()
 
     def _on_thread(self, fn, timeout_s: float = 60):
@@ -119,12 +124,12 @@ class Polled:
             return set(self._assignment)
 
     def commit(self) -> dict[int, int]:
-        """Commit what was read; returns what that commit covers ({partition: next offset}
-        of the assigned partitions), read on the thread, so nothing polled after it counts."""
+        """Commit what was read; returns what that commit covers ({partition: next offset}:
+        the client's own positions, on the thread, so nothing polled after it counts; a
+        position the thread tracked itself would outlive a partition lost and regained)."""
         def commit():
             self._client.commit()
-            assigned = self._client.assignment()
-            return {p: o for p, o in self._positions.items() if p in assigned}
+            return self._client.positions()
         return self._on_thread(commit)
 
     def close(self) -> None:
