@@ -138,7 +138,7 @@ def test_a_transactional_offset_commit_naming_a_missing_topic_fails_there(cluste
         with pytest.raises(ck.KafkaException) as failed:
             producer.send_offsets_to_transaction([ck.TopicPartition("txn-commit-known", 0, 3),
                                                   ck.TopicPartition("txn-commit-missing", 0, 3)],
-                                                 consumer.consumer_group_metadata(), 30)
+                                                 consumer.consumer_group_metadata(), 3)
         assert failed.value.args[0].code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART
         producer.abort_transaction(30)
     finally:
