@@ -63,7 +63,7 @@ class ConsumerActorBase(ClientActor):
         self._fetches: dict[TopicPartition, tuple[asyncio.Task, asyncio.Event]] = {}
         # The partitions' fetches that leave in one turn go to their host as one Fetch, and
         # their ListOffsets as one call.
-        self._fetch_line = Coalescer(self._fetch_many, ordered=False)
+        self._fetch_line = Coalescer(self._fetch_many, max_in_flight=None)
         self._list_line = Coalescer(self._batched)
         self.has_listener = False
         self.events: list[tuple[str, frozenset]] = []

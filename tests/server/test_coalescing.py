@@ -115,6 +115,52 @@ def test_batches_are_capped():
     asyncio.run(main())
 
 
+def test_batches_are_capped_by_size_and_a_call_larger_than_the_cap_goes_alone():
+    async def main():
+        actor = FakeActor()
+        c = Coalescer(actor.send, size=lambda args: args[0], max_size=10)
+        sizes = [4, 4, 4, 30, 1, 2, 3]
+        calls = [asyncio.ensure_future(c.call("a", "produce", n)) for n in sizes]
+        for n in (1, 2, 3, 4):
+            await _until(lambda: len(actor.batches) == n)
+            actor.release[n - 1].set_result(None)
+        assert [[args[0] for args in b[2]] for b in actor.batches] == [[4, 4], [4], [30], [1, 2, 3]]
+        assert await asyncio.gather(*calls) == [("ok", n) for n in sizes]
+    asyncio.run(main())
+
+
+def test_two_batches_in_flight_never_hold_calls_of_one_order_at_once():
+    """As the gateway's produce line: a partition's calls stay in order across batches that
+    Ray may start in any order; other partitions' calls do not wait behind them."""
+    async def main():
+        actor = FakeActor()
+        c = Coalescer(actor.send, max_in_flight=2, order=lambda args: args[0] % 10)
+        first = [asyncio.ensure_future(c.call("h", "produce", n)) for n in (1, 2)]
+        await _until(lambda: len(actor.batches) == 1)
+        second = [asyncio.ensure_future(c.call("h", "produce", n)) for n in (11, 3, 21)]
+        await _until(lambda: len(actor.batches) == 2)
+        assert [args for args, in actor.batches[1][2]] == [3]  # 11 and 21 wait for the batch holding 1
+        third = [asyncio.ensure_future(c.call("h", "produce", n)) for n in (4,)]
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert len(actor.batches) == 2  # two out: 4 gathers
+        actor.release[1].set_result(None)
+        await _until(lambda: len(actor.batches) == 3)
+        assert [args for args, in actor.batches[2][2]] == [4]  # 11 and 21 still held
+        actor.release[0].set_result(None)
+        await _until(lambda: len(actor.batches) == 4)
+        assert [args for args, in actor.batches[3][2]] == [11, 21]
+        actor.release[2].set_result(None)
+        actor.release[3].set_result(None)
+        assert await asyncio.gather(*first, *second, *third) == [("ok", n) for n in (1, 2, 11, 3, 21, 4)]
+    asyncio.run(main())
+
+
+def test_several_in_flight_need_an_order():
+    with pytest.raises(ValueError):
+        Coalescer(FakeActor().send, max_in_flight=2)
+
+
 def test_a_caller_that_went_away_does_not_disturb_the_others():
     async def main():
         actor = FakeActor()
@@ -131,7 +177,7 @@ def test_a_caller_that_went_away_does_not_disturb_the_others():
 def test_unordered_calls_leave_at_the_end_of_their_turn_while_a_batch_is_out():
     async def main():
         actor = FakeActor()
-        c = Coalescer(actor.send, ordered=False)
+        c = Coalescer(actor.send, max_in_flight=None)
         first = asyncio.ensure_future(c.call("a", "fetch", 1))
         await _until(lambda: actor.batches)
         later = [asyncio.ensure_future(c.call("a", "fetch", i)) for i in (2, 3)]

@@ -181,46 +181,60 @@ async def create_topics(gw, event) -> dict:
 
 # ------------------------------------------------------------------ Produce
 
-async def _produce_one(gw, topic: str | None, partition: int, records: bytes | None, acks: int, timeout_ms: int,
-                       transactional_id: str | None) -> dict:
-    out = {"index": partition, "base_offset": -1, "log_append_time": -1, "log_start_offset": -1,
+def _partition_response(index: int, response=None, error: KafkaError | None = None) -> dict:
+    out = {"index": index, "base_offset": -1, "log_append_time": -1, "log_start_offset": -1,
            "record_errors": [], "error_message": None}
-    try:
-        if topic is None:
-            raise KafkaError(Errors.UNKNOWN_TOPIC_ID, "no topic has this id")
-        # Produce v3 and later carry exactly one batch of magic 2 per partition.
-        request = produce_request(topic, partition, records or b"", acks, timeout_ms, transactional_id)
-        # Shielded: a produce that was read is done even if its connection closes first (an
-        # acks=0 producer closes right after sending), as Kafka's request handlers do.
-        # The produce line gathers a request's partitions by host: one call per host.
-        response = await asyncio.shield(gw.produce_line.call(naming.partition_host_of(topic, partition, gw.config),
-                                                             "produce", request))
-    except KafkaError as e:
-        return {**out, "error_code": partition_error(e), "error_message": e.message}
+    if error is not None:
+        return {**out, "error_code": partition_error(error), "error_message": error.message}
     return {**out, "error_code": response.error_code, "base_offset": response.base_offset,
             "log_start_offset": response.log_start_offset, "error_message": response.error_message,
             "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in response.record_errors]}
 
 
 async def produce(gw, event) -> dict | None:
-    """Topics are named by name, or by topic id from v13."""
+    """Topics are named by name, or by topic id from v13. Every partition's batch joins its
+    host's produce line (one Ray call per host, its partitions in order) with no task of
+    its own: a request of a thousand one-record partitions is a thousand futures, not a
+    thousand coroutines."""
     request = plain(event.request)
-    acks, timeout_ms = request["acks"], request["timeout"]
+    acks, timeout_ms, transactional_id = request["acks"], request["timeout"], request["transactional_id"]
     if event.api_version >= 13:
         topics = [t["topic_id"] for t in request["topic_data"]]
         names = await gw.topic_ids.names(topics)
     else:
         topics = [t["name"] for t in request["topic_data"]]
         names = {name: name for name in topics}
-    jobs = [(topic, _produce_one(gw, names.get(topic), p["index"], p["records"], acks, timeout_ms,
-                                 request["transactional_id"]))
-            for topic, t in zip(topics, request["topic_data"]) for p in t["partition_data"]]
-    results = await asyncio.gather(*(job for _, job in jobs))
+    answers: list[tuple[str, int, object]] = []  # (topic as named, partition, future or error)
+    for topic, t in zip(topics, request["topic_data"]):
+        name = names.get(topic)
+        for p in t["partition_data"]:
+            try:
+                if name is None:
+                    raise KafkaError(Errors.UNKNOWN_TOPIC_ID, "no topic has this id")
+                # Produce v3 and later carry exactly one batch of magic 2 per partition.
+                produced = produce_request(name, p["index"], p["records"] or b"", acks, timeout_ms, transactional_id)
+                answer = gw.produce_line.submit(naming.partition_host_of(name, p["index"], gw.config), "produce",
+                                                produced)
+            except KafkaError as e:
+                answer = e
+            answers.append((topic, p["index"], answer))
+    # Shielded: a produce that was read is done even if its connection closes first (an
+    # acks=0 producer closes right after sending), as Kafka's request handlers do.
+    results = await asyncio.shield(asyncio.gather(
+        *(a for _, _, a in answers if isinstance(a, asyncio.Future)), return_exceptions=True))
     if acks == 0:
         return None  # Kafka sends no response to acks=0
     by_topic: dict[str, list] = {}
-    for (topic, _), result in zip(jobs, results):
-        by_topic.setdefault(topic, []).append(result)
+    waited = iter(results)
+    for topic, index, answer in answers:
+        result = next(waited) if isinstance(answer, asyncio.Future) else answer
+        if isinstance(result, KafkaError):
+            part = _partition_response(index, error=result)
+        elif isinstance(result, BaseException):
+            raise result
+        else:
+            part = _partition_response(index, result)
+        by_topic.setdefault(topic, []).append(part)
     return {"throttle_time": 0, "responses": [{"name": topic, "topic_id": topic, "partition_responses": parts}
                                               for topic, parts in by_topic.items()]}
 
