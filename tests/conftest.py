@@ -67,7 +67,7 @@ def pytest_collection_modifyitems(config, items):
 _ONE_WORKER = ("tests/deployment/", "tests/spark/")
 
 
-# Seconds each module took in a recent run (SHOAL_WRITE_DURATIONS=1 rewrites it): only an
+# Seconds each module took in a recent run (SHOAL_WRITE_DURATIONS=1 updates it): only an
 # order for the scheduler, so a stale or missing entry costs balance, never a test.
 _DURATIONS = os.path.join(ROOT, "tests", "durations.json")
 # A module missing from _DURATIONS (a new one) counts as this many seconds.
@@ -156,36 +156,41 @@ def cluster(ray_session, tmp_path_factory, request):
     c.shutdown()
 
 
-# Where the suite's time goes: seconds per area (the folder under tests/), setup and teardown
-# included, printed at the end of every run (so every CI landing shows it).
-_AREAS: dict[str, list] = {}
-
-
-_MODULES: dict[str, float] = {}
+# Where the suite's time goes: seconds and tests per module, setup and teardown included,
+# printed per area (the folder under tests/) at the end of every run (so every CI landing
+# shows it).
+_MODULES: dict[str, list] = {}
 
 
 def pytest_runtest_logreport(report):
-    module = report.nodeid.split("::")[0]
-    _MODULES[module] = _MODULES.get(module, 0.0) + report.duration
-    path = module.split("/")
-    area = path[1] if len(path) > 2 else "(top)"
-    seconds_tests = _AREAS.setdefault(area, [0.0, 0])
+    seconds_tests = _MODULES.setdefault(report.nodeid.split("::")[0], [0.0, 0])
     seconds_tests[0] += report.duration
     if report.when == "call":
         seconds_tests[1] += 1
 
 
+def _area(module: str) -> str:
+    path = module.split("/")
+    return path[1] if len(path) > 2 else "(top)"
+
+
 def pytest_terminal_summary(terminalreporter):
-    if not _AREAS:
+    if not _MODULES:
         return
-    total = sum(s for s, _ in _AREAS.values())
+    areas: dict[str, list] = {}
+    for module, (seconds, tests) in _MODULES.items():
+        area = areas.setdefault(_area(module), [0.0, 0])
+        area[0] += seconds
+        area[1] += tests
+    total = sum(s for s, _ in areas.values())
     terminalreporter.section("time per area")
     terminalreporter.write_line(f"{'area':<14}{'tests':>7}{'seconds':>10}{'share':>8}")
-    for area, (seconds, tests) in sorted(_AREAS.items(), key=lambda kv: -kv[1][0]):
+    for area, (seconds, tests) in sorted(areas.items(), key=lambda kv: -kv[1][0]):
         terminalreporter.write_line(f"{area:<14}{tests:>7}{seconds:>10.1f}{seconds / total:>8.0%}")
-    terminalreporter.write_line(f"{'all':<14}{sum(t for _, t in _AREAS.values()):>7}{total:>10.1f}")
-    if os.environ.get("SHOAL_WRITE_DURATIONS") == "1":
+    terminalreporter.write_line(f"{'all':<14}{sum(t for _, t in areas.values()):>7}{total:>10.1f}")
+    if os.environ.get("SHOAL_WRITE_DURATIONS") == "1":  # a partial run updates its modules only
         import json
+        known = {**_module_seconds(), **{m: round(seconds, 1) for m, (seconds, _) in _MODULES.items()}}
         with open(_DURATIONS, "w") as f:
-            json.dump({m: round(seconds, 1) for m, seconds in sorted(_MODULES.items())}, f, indent=0, sort_keys=True)
+            json.dump(known, f, indent=0, sort_keys=True)
             f.write("\n")

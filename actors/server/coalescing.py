@@ -86,8 +86,8 @@ class Coalescer:
             self.calls += len(batch)
             self.batches += 1
             self._out[key] = self._out.get(key, 0) + 1
-            held = self._held.setdefault(key, {})
             if self._order is not None:
+                held = self._held.setdefault(key, {})
                 for args, _ in batch:
                     order = self._order(args)
                     held[order] = held.get(order, 0) + 1
