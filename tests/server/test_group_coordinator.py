@@ -86,6 +86,9 @@ def test_join_sync_heartbeat_leave_and_errors(cluster):
     # A second member: the first learns of the rebalance from its heartbeat and rejoins.
     b = join_new(c, "g1")
     pending_b = join(c, "g1", b)
+    # Ray may start an async actor's calls out of order: the heartbeat goes once b's join is in.
+    wait_until(lambda: get(c.describe_groups.remote(DescribeGroupsRequest(("g1",)))).groups[0].group_state
+               == "PreparingRebalance", message="b's join in")
     assert get(c.heartbeat.remote(HeartbeatRequest("g1", 1, a))).error_code == E.REBALANCE_IN_PROGRESS.code
     ra, rb = get(join(c, "g1", a)), get(pending_b)
     assert (ra.generation_id, rb.generation_id, ra.leader, rb.leader) == (2, 2, a, a)
