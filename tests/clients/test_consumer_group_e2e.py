@@ -6,6 +6,8 @@ Every consumer's own log of what it owned when (one clock, time.time() in each a
 that no two owned a partition at once and that every partition ends up owned."""
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
@@ -289,19 +291,22 @@ def test_consumers_and_the_coordinator_killed_while_records_flow(cluster):
         poll_consumers_until(consumers, lambda: settled(cluster, g, consumers), seen, message=message)
 
     def kill_consumer(victim):
-        # Nothing may move between reading its log and the kill: what the victim gave up
-        # after the read would count as owned until the kill. The group settled once can
-        # still be finishing a move (one run saw a partition handed on 7 ms before the kill),
-        # so it must be settled before and after the read, with the log unchanged.
-        def read_while_still():
-            settle("stable before the kill")
+        # Nothing may move between reading the victim's log and its kill, or what it gave up
+        # after the read would count as owned until the kill. A group that reads as settled
+        # can still be finishing a move (runs saw a partition handed on 6-7 ms before the
+        # kill), so the group coordinator's process is stopped around the read and the kill:
+        # a partition goes to another member only once the coordinator has seen the victim
+        # give it up, so whatever moves before the end the log records here is in the log.
+        settle("stable before the kill")
+        pid = ray.get(coordinator.status.remote())["pid"]
+        os.kill(pid, signal.SIGSTOP)
+        try:
             history = ray.get(victim._actor.ownership_history.remote())
-            still = settled(cluster, g, consumers) and ray.get(victim._actor.ownership_history.remote()) == history
-            return (history,) if still else None
-        (history,) = wait_until(read_while_still, timeout_s=120, message="the group still around the log read")
-        ray.kill(victim._actor, no_restart=False)
+            ray.kill(victim._actor, no_restart=False)
+            logs.append(intervals(history, time.time()))
+        finally:
+            os.kill(pid, signal.SIGCONT)
         consumers.remove(victim)
-        logs.append(intervals(history, time.time()))
 
     coordinator = cluster.group_coordinator(g)
     flow()
