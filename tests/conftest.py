@@ -67,18 +67,53 @@ def pytest_collection_modifyitems(config, items):
 _ONE_WORKER = ("tests/deployment/", "tests/spark/")
 
 
+# Seconds each module took in a recent run (SHOAL_WRITE_DURATIONS=1 updates it): only an
+# order for the scheduler, so a stale or missing entry costs balance, never a test.
+_DURATIONS = os.path.join(ROOT, "tests", "durations.json")
+# A module missing from _DURATIONS (a new one) counts as this many seconds.
+_UNKNOWN_MODULE_S = 5.0
+
+
+def _module_seconds() -> dict[str, float]:
+    import json
+    try:
+        with open(_DURATIONS) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
 def pytest_xdist_make_scheduler(config, log):
     """With `--dist loadfile` (scripts/test.sh): a worker takes whole modules, as one module
-    shares one deployment, and _ONE_WORKER's modules all go to the same worker."""
+    shares one deployment, and _ONE_WORKER's modules all go to the same worker. The longest
+    scopes go out first (xdist's own order is by test count, which left a 4-minute Spark and
+    multi-node scope for last while the other worker sat idle): the short ones fill the end."""
     if config.getoption("dist") != "loadfile":
         return None
+    from collections import OrderedDict
+
     from xdist.scheduler import LoadFileScheduling
 
+    seconds = _module_seconds()
+
     class ModulesScheduling(LoadFileScheduling):
+        _ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             if nodeid.startswith(_ONE_WORKER):
                 return "+".join(_ONE_WORKER)
             return super()._split_scope(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            if not self._ordered:  # the queue is complete by the first assignment
+                self._ordered = True
+                self.workqueue = OrderedDict(sorted(self.workqueue.items(), key=lambda kv: -self._cost(kv[1])))
+            super()._assign_work_unit(node)
+
+        @staticmethod
+        def _cost(nodeids) -> float:
+            modules = {nodeid.split("::")[0] for nodeid in nodeids}
+            return sum(seconds.get(m, _UNKNOWN_MODULE_S) for m in modules)
     return ModulesScheduling(config, log)
 
 
@@ -153,3 +188,9 @@ def pytest_terminal_summary(terminalreporter):
     for area, (seconds, tests) in sorted(areas.items(), key=lambda kv: -kv[1][0]):
         terminalreporter.write_line(f"{area:<14}{tests:>7}{seconds:>10.1f}{seconds / total:>8.0%}")
     terminalreporter.write_line(f"{'all':<14}{sum(t for _, t in areas.values()):>7}{total:>10.1f}")
+    if os.environ.get("SHOAL_WRITE_DURATIONS") == "1":  # a partial run updates its modules only
+        import json
+        known = {**_module_seconds(), **{m: round(seconds, 1) for m, (seconds, _) in _MODULES.items()}}
+        with open(_DURATIONS, "w") as f:
+            json.dump(known, f, indent=0, sort_keys=True)
+            f.write("\n")

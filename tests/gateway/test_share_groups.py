@@ -10,9 +10,29 @@ CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.heartbeat.
                   "group.share.min.heartbeat.interval.ms": 100}
 
 
+class BoundedClose:
+    """A ShareConsumer whose close() fails the test after `CLOSE_TIMEOUT_S` rather than
+    hanging it (one clean-clone run saw librdkafka's close never return, with the group empty
+    and idle, which held the whole suite until CI's limit)."""
+    CLOSE_TIMEOUT_S = 30
+
+    def __init__(self, consumer):
+        self._consumer = consumer
+
+    def __getattr__(self, name):
+        return getattr(self._consumer, name)
+
+    def close(self):
+        import threading
+        closing = threading.Thread(target=self._consumer.close, daemon=True)
+        closing.start()
+        closing.join(self.CLOSE_TIMEOUT_S)
+        assert not closing.is_alive(), f"ShareConsumer.close() still running after {self.CLOSE_TIMEOUT_S}s"
+
+
 def share_consumer(bootstrap, group, mode="explicit"):
-    c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": mode})
-    return c
+    return BoundedClose(ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                       "share.acknowledgement.mode": mode}))
 
 
 def poll_until(consumer, count, acknowledge=None, timeout_s=60):
