@@ -222,7 +222,7 @@ class Producer:
             with self._cond:
                 now = _now_ms()
                 acc.seal_lingered(now)
-                to_send = acc.drain(now)
+                to_send = acc.drain(now, self._host_of)
                 new_partitions = acc.take_new_partitions()
                 if not to_send and not self._in_flight and not new_partitions:
                     if self._closed and acc.is_idle():
@@ -275,13 +275,15 @@ class Producer:
                               is_transactional=bool(txn and txn.transactional),
                               transaction_version=txn.transaction_version if txn else 2)
 
+    def _host_of(self, tp: tuple[str, int]) -> str:
+        return naming.partition_host_of(tp[0], tp[1], self._cluster.config)
+
     def _send(self, batches: list[ProducerBatch]) -> None:
         """The batches ready to go, one Ray call per partition host (Kafka's producer sends
         one Produce request per broker)."""
         by_host: dict[str, list[ProducerBatch]] = {}
         for batch in batches:
-            by_host.setdefault(naming.partition_host_of(batch.topic, batch.partition, self._cluster.config),
-                               []).append(batch)
+            by_host.setdefault(self._host_of(batch.tp), []).append(batch)
         for host, batches in by_host.items():
             with self._cond:
                 for batch in batches:

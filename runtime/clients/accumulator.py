@@ -22,7 +22,7 @@ import enum
 import itertools
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Hashable
 
 from runtime.errors import Errors, KafkaError
 from runtime.topics.producer_state import increment_sequence
@@ -174,15 +174,34 @@ class RecordAccumulator:
             return 1
         return self.max_in_flight
 
-    def drain(self, now_ms: float) -> list[ProducerBatch]:
+    def drain(self, now_ms: float, node_of: Callable[[tuple[str, int]], Hashable] | None = None
+              ) -> list[ProducerBatch]:
         """The batches to send now, in order per partition; a batch waiting for its retry
-        holds back the ones behind it. They count as in flight until `on_response`."""
-        ready = []
+        holds back the ones behind it. They count as in flight until `on_response`.
+
+        With `node_of` (a partition's leader, to which its batches go in one request), a
+        request that goes takes along the open batches of its node's other partitions, full
+        and lingered or not, as Kafka's drain does: the partitions of one node do not each
+        wait out a linger of their own and make a request of their own."""
         # Only partitions with queued batches are kept in _queued: the sender's work follows
         # what is ready, not how many partitions the producer writes to.
         for tp in [tp for tp, queue in self._queued.items() if not queue]:
             del self._queued[tp]
-        for tp, queue in self._queued.items():
+        ready = self._drain_queued(list(self._queued), now_ms)
+        if ready and node_of is not None and self._open:
+            nodes = {node_of(b.tp) for b in ready}
+            riders = [tp for tp in self._open if not self._queued.get(tp) and node_of(tp) in nodes
+                      and len(self._in_flight.get(tp, ())) < self._limit(tp)
+                      and not (self.idempotent and any(b.attempts for b in self._in_flight.get(tp, ())))]
+            for tp in riders:
+                self._seal(tp)
+            ready += self._drain_queued(riders, now_ms)
+        return ready
+
+    def _drain_queued(self, partitions: list[tuple[str, int]], now_ms: float) -> list[ProducerBatch]:
+        ready = []
+        for tp in partitions:
+            queue = self._queued[tp]
             in_flight = self._in_flight.setdefault(tp, [])
             room = self._limit(tp) - len(in_flight)
             if self.idempotent and any(b.attempts for b in in_flight):

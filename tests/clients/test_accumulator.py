@@ -58,6 +58,32 @@ def test_flush_seals_every_open_batch_and_waits_for_its_answer():
     assert batch.base_offset == 7 and not acc.has_incomplete()
 
 
+def test_a_request_to_a_node_takes_along_its_other_partitions_open_batches():
+    """Kafka's drain: once one partition's batch goes to a node, the open batches of that
+    node's other partitions go in the same request, lingered or not; another node's wait."""
+    node = {("t", 0): "a", ("t", 1): "a", ("t", 2): "b", ("t", 3): "a"}.get
+    acc = RecordAccumulator(linger_ms=5, max_in_flight=1)
+    first = acc.append("t", 0, b"r", 0, 0)[0]
+    along = acc.append("t", 1, b"r", 0, 3)[0]
+    elsewhere = acc.append("t", 2, b"r", 0, 3)[0]
+    assert acc.drain(4, node) == []  # nothing lingered yet: nothing goes
+    acc.seal_lingered(5)
+    assert acc.drain(5, node) == [first, along] and along.is_sealed and not elsewhere.is_sealed
+    # A partition with no room (its one batch in flight) keeps its open batch for later.
+    assert acc.on_response(first, None, 0, 6) is Outcome.ACKNOWLEDGED
+    second = acc.append("t", 0, b"r", 0, 6)[0]
+    blocked = acc.append("t", 1, b"r", 0, 7)[0]
+    third = acc.append("t", 3, b"r", 0, 7)[0]
+    acc.seal_lingered(11)
+    assert set(acc.drain(11, node)) == {elsewhere, second, third} and not blocked.is_sealed
+    # Without node_of, only what lingered goes (the gateway's and a test's callers).
+    acc2 = RecordAccumulator(linger_ms=5)
+    lingered = acc2.append("t", 0, b"r", 0, 0)[0]
+    acc2.append("t", 1, b"r", 0, 3)
+    acc2.seal_lingered(5)
+    assert acc2.drain(5) == [lingered]
+
+
 def test_a_transaction_hears_of_each_partition_as_its_first_batch_opens():
     acc = RecordAccumulator(track_new_partitions=True)
     acc.append("t", 0, b"a", 0, 0)
