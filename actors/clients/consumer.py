@@ -128,13 +128,16 @@ class Consumer(ClientFacade):
             if result.records or time.monotonic() >= deadline:
                 return self._deserialize(result.records)
 
-    def _deserialize(self, records: dict) -> dict:
+    def _deserialize(self, rows: dict) -> dict:
+        """The actor's rows ({(topic, partition): [(offset, timestamp, key, value, headers)]},
+        runtime.clients.fetch's drain) as {TopicPartition: [ConsumerRecord]}."""
         kd, vd = self._key_deserializer, self._value_deserializer
         if kd is None and vd is None:
-            return records
-        return {tp: [r._replace(key=kd(r.key) if kd and r.key is not None else r.key,
-                                value=vd(r.value) if vd and r.value is not None else r.value) for r in rs]
-                for tp, rs in records.items()}
+            return {TopicPartition(t, p): [ConsumerRecord(t, p, *row) for row in rs] for (t, p), rs in rows.items()}
+        return {TopicPartition(t, p): [ConsumerRecord(t, p, o, ts, kd(k) if kd and k is not None else k,
+                                                      vd(v) if vd and v is not None else v, h)
+                                       for o, ts, k, v, h in rs]
+                for (t, p), rs in rows.items()}
 
     def _run_callbacks(self, events) -> None:
         if self._listener is None:

@@ -197,9 +197,12 @@ class FetchPositions:
         return FetchResult(FetchOutcome.DATA, len(records))
 
     def drain(self, limit: int) -> dict:
-        """Up to `limit` buffered records, {tp: [ConsumerRecord]}; every partition gets its
-        turn first in rotation, so a busy one does not starve the others."""
-        out: dict[TopicPartition, list] = {}
+        """Up to `limit` buffered records, {(topic, partition): [(offset, timestamp, key,
+        value, headers)]}: plain tuples, which cross a Ray call in C where ConsumerRecords
+        would each go through cloudpickle's Python hook (18 times the cost); the user's side
+        makes them ConsumerRecords. Every partition gets its turn first in rotation, so a busy
+        one does not starve the others."""
+        out: dict[tuple[str, int], list] = {}
         order = list(self.parts.items())
         self._next_drain = (self._next_drain + 1) % max(len(order), 1)
         for tp, part in order[self._next_drain:] + order[:self._next_drain]:
@@ -212,10 +215,9 @@ class FetchPositions:
                 r = part.buffer.popleft()
                 if r.offset < part.position:
                     continue
-                records.append(ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp, r.key, r.value,
-                                              r.headers))
+                records.append((r.offset, r.timestamp, r.key, r.value, r.headers))
                 part.position = r.offset + 1
                 limit -= 1
             if records:
-                out[tp] = records
+                out[(tp.topic, tp.partition)] = records
         return out

@@ -31,8 +31,9 @@ def response(*batches, aborted=(), error=Errors.NONE, tp=T0) -> FetchResponse:
                          aborted_transactions=tuple(aborted))
 
 
-def offsets(records) -> list[int]:
-    return [r.offset for r in records]
+def offsets(rows) -> list[int]:
+    """The offsets of drained rows, (offset, timestamp, key, value, headers)."""
+    return [offset for offset, *_ in rows]
 
 
 # ---------------------------------------------------------------------- the reset policy
