@@ -575,17 +575,17 @@ class FileLog:
     # ------------------------------------------------------------------ reading
 
     def read(self, from_offset: int = 0, upto: int | None = None, max_bytes: int | None = None,
-             max_offsets: int | None = None) -> list[Batch]:
+             max_offsets: int | None = None, min_one: bool = True) -> list[Batch]:
         """Batches holding offsets in [from_offset, upto) (``upto`` defaults to the durable
         offset). The first batch is returned whole even if it starts before from_offset.
         Stops before max_bytes of payload is passed, and once the batches cover max_offsets
-        offsets from from_offset, but returns at least one batch. The limits are checked on
-        the index, before reading, so that bytes the caller will not use are neither read
-        nor checked."""
+        offsets from from_offset, but returns at least one batch unless `min_one` is false
+        (Kafka's minOneMessage). The limits are checked on the index, before reading, so that
+        bytes the caller will not use are neither read nor checked."""
         upto = self.durable_offset if upto is None else upto
         for attempt in range(2):
             try:
-                return self._read_indexed(from_offset, upto, max_bytes, max_offsets)
+                return self._read_indexed(from_offset, upto, max_bytes, max_offsets, min_one)
             except FileNotFoundError:
                 if attempt:
                     raise
@@ -616,7 +616,7 @@ class FileLog:
         return cached
 
     def _read_indexed(self, from_offset: int, upto: int, max_bytes: int | None,
-                      max_offsets: int | None) -> list[Batch]:
+                      max_offsets: int | None, min_one: bool) -> list[Batch]:
         segments = self.manifest.segments
         bases = [s.base_offset for s in segments]
         i = max(bisect.bisect_right(bases, from_offset) - 1, 0)
@@ -629,7 +629,8 @@ class FileLog:
             k = j
             while k < len(idx) and idx[k][0] < upto:
                 size = idx[k][2] - HEADER_SIZE
-                if (out or k > j) and (idx[k][0] >= enough_at or (budget is not None and size > budget)):
+                if (out or k > j or not min_one) and (idx[k][0] >= enough_at
+                                                      or (budget is not None and size > budget)):
                     break
                 if budget is not None:
                     budget -= size

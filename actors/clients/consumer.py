@@ -48,6 +48,7 @@ DEFAULT_CONFIG: dict = {
     "fetch_max_wait_ms": 500,
     "fetch_min_bytes": 1,
     "max_partition_fetch_bytes": 1048576,
+    "fetch_max_bytes": 52428800,  # of one Fetch, across the partitions of a partition host
     "isolation_level": "read_uncommitted",  # "read_committed": only committed transactions' records
     "request_timeout_ms": 30000,
     "retry_backoff_ms": 100,

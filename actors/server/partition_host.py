@@ -274,16 +274,17 @@ class PartitionHostActor:
         (response,) = await self.fetch_many([request], request.max_wait_ms, request.min_bytes)
         return response
 
-    async def fetch_many(self, requests: list[FetchRequest], max_wait_ms: int, min_bytes: int) -> list[FetchResponse]:
-        """Kafka's Fetch over this host's partitions: read them all; until they hold
-        min_bytes between them, or one has an error, wait for data until max_wait_ms and
-        read again. One answer per request, in order."""
+    async def fetch_many(self, requests: list[FetchRequest], max_wait_ms: int, min_bytes: int,
+                         max_bytes: int | None = None) -> list[FetchResponse]:
+        """Kafka's Fetch over this host's partitions: read them all, at most `max_bytes`
+        between them (Kafka's fetch.max.bytes; None: no limit); until they hold min_bytes
+        between them, or one has an error, wait for data until max_wait_ms and read again.
+        One answer per request, in order."""
         await self._loaded()
         deadline = time.monotonic() + max(max_wait_ms, 0) / 1000
         while True:
             moved = self._data
-            responses = [self._read(r) for r in requests]
-            size = sum(len(b.records) for r in responses for b in r.batches)
+            responses, size = self._read_many(requests, max_bytes)
             remaining = deadline - time.monotonic()
             if size >= max(min_bytes, 1) or remaining <= 0 or any(r.error_code for r in responses):
                 return responses
@@ -292,9 +293,26 @@ class PartitionHostActor:
             except asyncio.TimeoutError:
                 pass
 
-    def _read(self, request: FetchRequest) -> FetchResponse:
+    def _read_many(self, requests: list[FetchRequest], max_bytes: int | None) -> tuple[list[FetchResponse], int]:
+        """The reads of a Fetch and their bytes, as Kafka's broker limits them: partitions in
+        request order, each at most what is left of `max_bytes`; the first to give records
+        gives its first batch whole even when larger (so that the consumer makes progress),
+        and once nothing is left the rest answer without records (but with where their logs
+        stand), to be fetched again."""
+        responses, size = [], 0
+        for request in requests:
+            if max_bytes is None:
+                response = self._read(request)
+            else:
+                left = max(max_bytes - size, 0)
+                response = self._read(request, min(request.partition_max_bytes, left), min_one=size == 0)
+            size += sum(len(b.records) for b in response.batches)
+            responses.append(response)
+        return responses, size
+
+    def _read(self, request: FetchRequest, max_bytes: int | None = None, min_one: bool = True) -> FetchResponse:
         try:
-            return self._leader(request.topic, request.partition).read(request)
+            return self._leader(request.topic, request.partition).read(request, max_bytes, min_one)
         except KafkaError as e:
             return FetchResponse(request.topic, request.partition, e.code, -1, -1, -1, error_message=e.message)
 

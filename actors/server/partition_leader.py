@@ -312,11 +312,14 @@ class PartitionLeader:
 
     # ------------------------------------------------------------------ fetch
 
-    def read(self, request: FetchRequest) -> FetchResponse:
-        """What the log holds for the fetch now, without waiting."""
+    def read(self, request: FetchRequest, max_bytes: int | None = None, min_one: bool = True) -> FetchResponse:
+        """What the log holds for the fetch now, without waiting: at most `max_bytes` (the
+        request's partition max bytes by default), the first batch whole unless `min_one` is
+        false."""
         try:
-            return self._ensure_open().fetch(request.fetch_offset, request.partition_max_bytes, request.max_records,
-                                             request.isolation_level)
+            return self._ensure_open().fetch(request.fetch_offset,
+                                             request.partition_max_bytes if max_bytes is None else max_bytes,
+                                             request.max_records, request.isolation_level, min_one)
         except KafkaError as e:
             error = e
         except CorruptRecordError as e:  # a closed segment's batch fails its check: as Kafka answers it

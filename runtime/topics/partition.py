@@ -186,10 +186,11 @@ class PartitionLog:
                              f"offset {fetch_offset} is outside [{self.log_start_offset}, {self.log_end_offset}]")
 
     def fetch(self, fetch_offset: int, max_bytes: int, max_records: int | None = None,
-              isolation_level: int = 0) -> FetchResponse:
+              isolation_level: int = 0, min_one: bool = True) -> FetchResponse:
         """Whole batches from the one holding fetch_offset, up to the high watermark (the
         last stable offset for read_committed), at most max_bytes of records and no more
-        batches than cover max_records offsets (but always the first batch). A read_committed
+        batches than cover max_records offsets (but always the first batch, unless `min_one`
+        is false: a Fetch whose other partitions filled its max bytes). A read_committed
         response lists the aborted transactions that overlap the batches, for
         `runtime.topics.isolation.filter_aborted`."""
         self.check_fetch_offset(fetch_offset)
@@ -197,7 +198,7 @@ class PartitionLog:
         lso = self.last_stable_offset
         out = [FetchedBatch(b.base_offset, b.last_offset, b.payload, b.producer_id, b.is_transactional, b.is_control)
                for b in self.log.read(fetch_offset, lso if isolation_level == READ_COMMITTED else hw, max_bytes,
-                                      max_records)]
+                                      max_records, min_one)]
         aborted = ()
         if isolation_level == READ_COMMITTED and out:
             aborted = tuple(AbortedTransaction(a.producer_id, a.first_offset)

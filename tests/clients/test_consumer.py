@@ -107,3 +107,24 @@ def test_cooperative_sticky_never_gives_a_partition_to_two_consumers(cluster):
     for c in consumers:
         c.close()
     assert listeners[0].events[-1][0] == "revoked"  # close runs on_partitions_revoked
+
+
+def test_a_fetch_max_bytes_smaller_than_a_batch_still_reads_every_partition_in_turn(cluster):
+    """fetch_max_bytes=1: each Fetch of the host carries one batch (the first partition's
+    first, for progress), and the partitions that got records longest ago go first, so no
+    partition waits for another to be read to its end."""
+    cluster.create_topic("fmb-c", 3)
+    with cluster.producer(linger_ms=0) as producer:
+        for n in range(10):
+            for p in range(3):
+                producer.send("fmb-c", f"{p}-{n}".encode(), partition=p).get(30)
+    consumer = cluster.consumer(None, auto_offset_reset="earliest", fetch_max_bytes=1)
+    consumer.assign([TopicPartition("fmb-c", p) for p in range(3)])
+    got = []
+    while len(got) < 30:
+        for tp, records in consumer.poll(timeout_ms=5000).items():
+            got += [r.value.decode() for r in records]
+    consumer.close(autocommit=False)
+    assert sorted(got) == sorted(f"{p}-{n}" for n in range(10) for p in range(3))
+    # In turn: by the time half the records are in, every partition has given some.
+    assert {v.split("-")[0] for v in got[:15]} == {"0", "1", "2"}

@@ -61,6 +61,9 @@ def test_read_max_bytes_returns_at_least_one_batch(tmp_path):
     assert [b.base_offset for b in log.read(0, max_bytes=2 * size)] == [0, 3]
     assert [b.base_offset for b in log.read(4, max_bytes=2 * size + 1)] == [3, 6]
     assert [b.base_offset for b in read_batches(log.directory, 4, max_bytes=2 * size)] == [3, 6]
+    # Kafka's minOneMessage off (a Fetch whose other partitions took its max bytes): only what fits.
+    assert log.read(0, max_bytes=size - 1, min_one=False) == []
+    assert [b.base_offset for b in log.read(0, max_bytes=size, min_one=False)] == [0]
 
 
 def test_read_max_offsets_stops_before_reading_what_is_not_needed(tmp_path):

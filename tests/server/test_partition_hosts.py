@@ -1,6 +1,7 @@
 """Partition hosts under real faults: a damaged log takes only its partition offline while
 the host's other partitions reload and serve, and a topic deleted while its host was away
-leaves no data behind for a new topic of the same name."""
+leaves no data behind for a new topic of the same name. And a Fetch across a host's
+partitions reads no more than its max bytes, as Kafka's broker does."""
 import os
 import signal
 
@@ -75,3 +76,29 @@ def test_a_topic_deleted_while_its_host_was_away_leaves_nothing_to_a_new_one_of_
     assert values(cluster, "gone", 0) == (0, [])
     produce(cluster, "gone", [0], "new")
     assert values(cluster, "gone", 0) == (0, [b"new-0"])
+
+
+def test_a_fetch_across_partitions_reads_no_more_than_its_max_bytes(cluster):
+    """Kafka's fetch.max.bytes: partitions are filled in request order, the first batch of
+    the first partition with records whole even when larger (progress), and the partitions
+    past the limit answer with no records but with where their logs stand."""
+    cluster.create_topic("fmb", 3)
+    with cluster.producer(acks="all", linger_ms=0) as producer:
+        for p in range(3):
+            for n in range(2):
+                producer.send("fmb", b"v" * 300, partition=p).get(30)
+    assert len({naming.partition_host_of("fmb", p, cluster.config) for p in range(3)}) == 1  # one host leads all
+    host = cluster.partition_host("fmb", 0)
+    requests = [FetchRequest("fmb", p, 0, max_wait_ms=0) for p in range(3)]
+
+    def fetch(*max_bytes):
+        answers = ray.get(host.fetch_many.remote(requests, 0, 1, *max_bytes), timeout=60)
+        assert all(a.error_code == 0 and a.high_watermark == 2 for a in answers), answers
+        return [len(a.batches) for a in answers], [len(b.records) for a in answers for b in a.batches]
+
+    counts, sizes = fetch()
+    assert counts == [2, 2, 2] and len(set(sizes)) == 1
+    one = sizes[0]
+    assert fetch(3 * one)[0] == [2, 1, 0]
+    assert fetch(3 * one - 1)[0] == [2, 0, 0]
+    assert fetch(1)[0] == [1, 0, 0]  # smaller than a batch: the first still goes

@@ -47,10 +47,11 @@ def _result(response: FetchResponse | None, partition: int, isolation_level: int
 
 
 async def _fetch_host(gw, host: str, requests: list[FetchRequest], max_wait_ms: int, min_bytes: int,
-                      isolation_level: int) -> list[dict]:
-    """One host's partitions of the request, in one call (its long poll spans them all)."""
+                      isolation_level: int, max_bytes: int | None) -> list[dict]:
+    """One host's partitions of the request, in one call (its long poll spans them all; it
+    reads no more than the response's max_bytes)."""
     try:
-        responses = await gw.call(host, "fetch_many", requests, max_wait_ms, min_bytes,
+        responses = await gw.call(host, "fetch_many", requests, max_wait_ms, min_bytes, max_bytes,
                                   timeout_s=max_wait_ms / 1000 + 30)
     except KafkaError as e:
         return [_result(None, r.partition, isolation_level, partition_error(e)) for r in requests]
@@ -82,6 +83,7 @@ async def _read(gw, reads: list, names: dict, request: dict) -> list[dict]:
     gives fewer than min_bytes, each host waits for data on its partitions until max_wait,
     and the response goes as soon as one has some."""
     isolation = request.get("isolation_level", 0)
+    max_bytes = request.get("max_bytes")
     deadline = time.monotonic() + request["max_wait"] / 1000
     results: list[dict | None] = [None] * len(reads)
     by_host: dict[str, list[tuple[int, FetchRequest]]] = {}
@@ -94,8 +96,8 @@ async def _read(gw, reads: list, names: dict, request: dict) -> list[dict]:
             name, partition, fetch.fetch_offset, fetch.partition_max_bytes, 0, 1, isolation)))
 
     async def one_pass(wait_ms: int, min_bytes: int = 1) -> list[list[dict]]:
-        return await asyncio.gather(*(_fetch_host(gw, host, [r for _, r in asked], wait_ms, min_bytes, isolation)
-                                      for host, asked in by_host.items()))
+        return await asyncio.gather(*(_fetch_host(gw, host, [r for _, r in asked], wait_ms, min_bytes, isolation,
+                                                  max_bytes) for host, asked in by_host.items()))
 
     def take(answers: list[list[dict]]) -> None:
         for (_, asked), got in zip(by_host.items(), answers):
@@ -108,7 +110,7 @@ async def _read(gw, reads: list, names: dict, request: dict) -> list[dict]:
     min_bytes = max(request["min_bytes"], 1)
     if by_host and size < min_bytes and remaining_ms > 0 and not any(r["error_code"] for r in results):
         waits = [asyncio.ensure_future(_fetch_host(gw, host, [r for _, r in asked], remaining_ms, min_bytes,
-                                                   isolation)) for host, asked in by_host.items()]
+                                                   isolation, max_bytes)) for host, asked in by_host.items()]
         done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for w in pending:
             w.cancel()
@@ -116,7 +118,7 @@ async def _read(gw, reads: list, names: dict, request: dict) -> list[dict]:
             take([w.result() for w in done])
         elif any(r["records"] for w in done for r in w.result()):
             take(await one_pass(0))
-    _limit_response(results, request.get("max_bytes", 0x7FFFFFFF))
+    _limit_response(results, 0x7FFFFFFF if max_bytes is None else max_bytes)  # across hosts
     return results
 
 
