@@ -45,7 +45,8 @@ import msgpack
 
 from .codec import Record, decode_entries, encode_record, replay_entries, unpack
 from .errors import CorruptRecordError, Errors, KafkaError
-from .log import ATTR_COMPACTED, FileLog, LogWriteError, read_batches
+from .log import ATTR_COMPACTED, FileLog, LogWriteError
+from .log_read import read_batches
 from .timer import CoordinatorTimer
 
 log = logging.getLogger(__name__)

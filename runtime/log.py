@@ -1,6 +1,7 @@
 """The segmented, append-only log that holds every coordinator's state and every topic
-partition's data: its single writer (FileLog) and its readers. What the folder holds on
-disk is described in `runtime.logformat`.
+partition's data: its single writer (FileLog). What the folder holds on disk is described
+in `runtime.logformat`; readers in other processes use `runtime.log_read`, flushes that run
+off the writer's thread `runtime.log_sync`, and compactions `runtime.log_compaction`.
 
 The writer tracks two positions: ``end_offset`` (the next offset it will assign) and
 ``durable_offset`` (everything below it is flushed by the flush policy).
@@ -28,9 +29,6 @@ import dataclasses
 import errno
 import os
 from dataclasses import dataclass
-from typing import Iterator
-
-import msgpack
 
 from .errors import CorruptRecordError
 from .logformat import (ATTR_COMPACTED, ATTR_CONTROL, ATTR_TRANSACTIONAL, BATCH_HEADER, COMPACTED_RE,
@@ -38,75 +36,16 @@ from .logformat import (ATTR_COMPACTED, ATTR_CONTROL, ATTR_TRANSACTIONAL, BATCH_
                         NO_SEQUENCE, OS_IO, SEGMENT_RE, WRITER_LOCK, Batch, FileLock, Manifest, OsIO, SegmentInfo,
                         check_segment_batches, compacted_file_name, encode_batch, read_manifest, rebuild_manifest,
                         scan_batches, segment_file_name, update_manifest, valid_batch_after, write_manifest)
+from .log_sync import SyncPoint
 
 __all__ = ["ATTR_COMPACTED", "ATTR_CONTROL", "ATTR_TRANSACTIONAL", "BATCH_HEADER", "HEADER_SIZE", "MANIFEST",
-           "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "NO_SEQUENCE", "Batch", "CompactionInProgress", "FileLog",
-           "LogConfig", "LogLockedError", "LogWriteError", "Manifest", "OsIO", "SegmentInfo", "compacted_file_name",
-           "compaction_lock", "encode_batch", "encode_compacted_payload", "read_batches", "read_manifest",
-           "rebuild_manifest", "scan_batches", "segment_file_name", "swap_segments", "sync_all", "SyncPoint",
-           "update_manifest"]
+           "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "NO_SEQUENCE", "Batch", "FileLog", "LogConfig", "LogLockedError",
+           "LogWriteError", "Manifest", "OsIO", "SegmentInfo", "compacted_file_name", "encode_batch", "read_manifest",
+           "rebuild_manifest", "scan_batches", "segment_file_name", "update_manifest"]
 
 
 class LogWriteError(OSError):
     """The log could not append or flush. Nothing past ``durable_offset`` may be trusted."""
-
-
-@dataclass
-class SyncPoint:
-    """A flush of a FileLog up to ``offset`` that runs off the writer's thread (FileLog.sync_point)."""
-    io: OsIO
-    fd: int
-    offset: int
-    opened: int
-    error: OSError | None = None
-
-    def sync(self) -> None:
-        """The fsync, on any thread; its error is kept for FileLog.synced."""
-        try:
-            self.io.fsync(self.fd)
-        except OSError as e:
-            self.error = e
-        finally:
-            os.close(self.fd)
-
-
-# From this many sync points on one filesystem, one syncfs(2) replaces their fsyncs: a
-# journal commit for all, not one per file (1,000 files: 10-25 ms, against 200-350 ms of
-# fsyncs, on this project's test machine). Below it, fsyncs do not wait on unrelated
-# dirty data of the filesystem.
-SYNCFS_AT = 16
-
-
-def sync_all(points: list[SyncPoint]) -> None:
-    """Run the fsyncs of many logs' sync points (on any thread). A syncfs error does not
-    name the file that failed, so it is every point's of that filesystem."""
-    by_device: dict[int, list[SyncPoint]] = {}
-    for point in points:
-        try:
-            by_device.setdefault(os.fstat(point.fd).st_dev, []).append(point)
-        except OSError as e:
-            point.error = e
-            os.close(point.fd)
-    for group in by_device.values():
-        if len(group) >= SYNCFS_AT and _syncfs(group):
-            continue
-        for point in group:
-            point.sync()
-
-
-def _syncfs(group: list[SyncPoint]) -> bool:
-    """One syncfs for the points of one filesystem; False where there is none (ENOSYS)."""
-    try:
-        group[0].io.syncfs(group[0].fd)
-        error = None
-    except OSError as e:
-        if e.errno == errno.ENOSYS:
-            return False
-        error = e
-    for point in group:
-        point.error = error
-        os.close(point.fd)
-    return True
 
 
 class LogLockedError(OSError):
@@ -650,126 +589,3 @@ class FileLog:
                 break
             i += 1
         return out
-
-
-
-
-def read_batches(directory: str, from_offset: int = 0, upto: int | None = None, max_bytes: int | None = None,
-                 *, writer: FileLog | None = None) -> Iterator[Batch]:
-    """Read a log folder from any process. Closed segments must be whole (corruption raises
-    CorruptRecordError naming the file and offset); the active segment may end in a torn
-    tail, which is where reading stops.
-
-    The reader sees one consistent snapshot: the files one manifest lists are opened
-    together under the manifest lock, so a compaction that swaps them while the reader is
-    paused (a load between two steps) changes nothing for it; POSIX keeps an unlinked file
-    readable through an open descriptor."""
-    files = _open_snapshot(directory, from_offset, upto, writer)
-    try:
-        yield from _read_segments(files, from_offset, upto, max_bytes)
-    finally:
-        for _, f, _ in files:
-            f.close()
-
-
-def _open_snapshot(directory: str, from_offset: int, upto: int | None,
-                   writer: FileLog | None) -> list[tuple[SegmentInfo, object, bool]]:
-    """(segment, open file, is active) for the segments holding [from_offset, upto)."""
-    with FileLock(os.path.join(directory, MANIFEST_LOCK)):
-        manifest = read_manifest(directory) or rebuild_manifest(directory)
-        if writer is not None:
-            # The writer knows its active segment best; the closed ones come from the disk.
-            writer.manifest.segments[:-1] = manifest.segments[:-1]
-            writer.manifest.log_start_offset = manifest.log_start_offset
-            manifest = writer.manifest
-        segments = manifest.segments
-        files = []
-        try:
-            for i, seg in enumerate(segments):
-                nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
-                if nxt is not None and nxt <= from_offset:
-                    continue
-                if upto is not None and seg.base_offset >= upto:
-                    break
-                try:
-                    f = open(os.path.join(directory, seg.file), "rb")
-                except FileNotFoundError:
-                    raise CorruptRecordError(f"segment {seg.file} is in the manifest but not on disk",
-                                             log=os.path.basename(os.path.normpath(directory)),
-                                             offset=seg.base_offset) from None
-                files.append((seg, f, i == len(segments) - 1))
-        except BaseException:
-            for _, f, _ in files:
-                f.close()
-            raise
-    return files
-
-
-def _read_segments(files: list, from_offset: int, upto: int | None, max_bytes: int | None) -> Iterator[Batch]:
-    budget = max_bytes
-    first = True
-    for seg, f, is_active in files:
-        batches, _ = scan_batches(f.read(), strict=not is_active, name=seg.file, base_offset=seg.base_offset)
-        if not is_active:
-            check_segment_batches(batches, seg, seg.file)
-        for b in batches:
-            if b.last_offset < from_offset:
-                continue
-            if upto is not None and b.base_offset >= upto:
-                return
-            if budget is not None and not first and len(b.payload) > budget:
-                return
-            first = False
-            yield b
-            if budget is not None:
-                budget -= len(b.payload)
-
-
-class CompactionInProgress(Exception):
-    """Another compaction holds this log."""
-
-
-def compaction_lock(directory: str) -> FileLock:
-    """Held for the whole of a compaction; a second one gets CompactionInProgress."""
-
-    class _Held(FileLock):
-        def __enter__(self):
-            try:
-                return super().__enter__()
-            except BlockingIOError:
-                raise CompactionInProgress(f"a compaction of {directory} is already running") from None
-
-    return _Held(os.path.join(directory, COMPACTION_LOCK), blocking=False)
-
-
-def encode_compacted_payload(offset_deltas: list[int], entries: list) -> bytes:
-    """The payload of an ATTR_COMPACTED batch."""
-    return msgpack.packb([offset_deltas, entries], use_bin_type=True)
-
-
-def swap_segments(directory: str, replaced: list[str], replacement: list[SegmentInfo], io: OsIO = OS_IO) -> Manifest:
-    """Atomically replace a run of closed segments by compacted ones that cover the same
-    offsets (their files already written and fsynced under their final names). The
-    writer's active segment is never touched."""
-    def change(m: Manifest) -> None:
-        files = [s.file for s in m.segments]
-        try:
-            i = files.index(replaced[0])
-        except ValueError:
-            raise ValueError(f"segment {replaced[0]} is no longer in the manifest") from None
-        run = m.segments[i:i + len(replaced)]
-        if [s.file for s in run] != list(replaced) or any(s.end_offset is None for s in run):
-            raise ValueError("only a contiguous run of closed segments can be replaced")
-        if replacement and (replacement[0].base_offset != run[0].base_offset
-                            or replacement[-1].end_offset != run[-1].end_offset):
-            raise ValueError("the replacement must cover the same offsets")
-        m.segments[i:i + len(replaced)] = replacement
-
-    manifest = update_manifest(directory, change, io)
-    for f in replaced:
-        if f not in {s.file for s in replacement}:
-            try:
-                io.unlink(os.path.join(directory, f))
-            except OSError:
-                pass  # no longer listed: the writer's next open removes it
-    return manifest

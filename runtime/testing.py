@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 from .codec import Record
 from .coordinator import CoordinatorContext, CoordinatorRuntime, PendingWrite, Result, replay_batch
-from .log import FileLog, LogConfig, OsIO, read_batches
+from .log import FileLog, LogConfig, OsIO
+from .log_read import read_batches
 from .timer import ManualClock
 
 

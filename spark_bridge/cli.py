@@ -98,7 +98,7 @@ def _fail(message: str) -> None:
 
 
 def cmd_compact(args) -> None:
-    from runtime.log import CompactionInProgress
+    from runtime.log_compaction import CompactionInProgress
 
     from .compaction import compact_log
     from .loader import CorruptSegmentError, find_logs

@@ -32,8 +32,8 @@ import msgpack
 
 from runtime import codec
 from runtime.coordinator import CoordinatorContext, CoordinatorRuntime, LoadProgress
-from runtime.log import (ATTR_COMPACTED, FileLog, LogConfig, SegmentInfo, compacted_file_name, compaction_lock,
-                         encode_batch, swap_segments)
+from runtime.log import ATTR_COMPACTED, FileLog, LogConfig, SegmentInfo, compacted_file_name, encode_batch
+from runtime.log_compaction import compaction_lock, swap_segments
 from runtime.timer import CoordinatorTimer
 
 from .loader import (CorruptSegmentError, find_logs, import_record_modules, manifest_of, raise_corrupt_segment,
@@ -161,7 +161,7 @@ class SegmentWriter:
     def _flush_batch(self) -> None:
         base = self._offsets[0]
         deltas = [o - base for o in self._offsets]
-        # The payload is msgpack [offset_deltas, entries] (log.encode_compacted_payload);
+        # The payload is msgpack [offset_deltas, entries] (log_compaction.encode_compacted_payload);
         # the entries are already packed, so the array is framed around them as they are.
         payload = (b"\x92" + msgpack.packb(deltas) + _array_header(len(self._pending)) + b"".join(self._pending))
         data = encode_batch(base, payload, deltas[-1] + 1, self._timestamp, ATTR_COMPACTED)

@@ -28,7 +28,7 @@ import time
 import ray
 
 from runtime.errors import Errors, KafkaError
-from runtime.log import sync_all
+from runtime.log_sync import sync_all
 from runtime.messages.errors import error_response
 from runtime.messages.topics import (DeleteRecordsRequest, DeleteRecordsResponse, FetchRequest, FetchResponse,
                                      ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, ProduceRequest,

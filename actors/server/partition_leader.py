@@ -32,7 +32,8 @@ import time
 from typing import Callable
 
 from runtime.errors import CorruptRecordError, Errors, KafkaError
-from runtime.log import LogWriteError, SyncPoint
+from runtime.log import LogWriteError
+from runtime.log_sync import SyncPoint
 from runtime.messages.errors import error_response
 from runtime.messages.topics import (DeleteRecordsRequest, DeleteRecordsResponse, FetchRequest, FetchResponse,
                                      ListOffsetsRequest, ListOffsetsResponse, ProduceRequest, ProduceResponse)

@@ -14,7 +14,7 @@ from .helpers import G, REBALANCE, SESSION, harness, join, join_request, protoco
 def records_of(h):
     """Every record in the log, in order."""
     from runtime.codec import decode_records
-    from runtime.log import read_batches
+    from runtime.log_read import read_batches
     out = []
     for batch in read_batches(h.runtime.log.directory, 0, h.runtime.log.end_offset):
         out.extend(decode_records(batch.payload, batch.base_offset))

@@ -6,8 +6,9 @@ import pytest
 
 from runtime.codec import decode_records
 from runtime.errors import CorruptRecordError
-from runtime.log import (HEADER_SIZE, MANIFEST, SYNCFS_AT, FileLog, LogConfig, LogWriteError, read_batches,
-                         read_manifest, segment_file_name, sync_all)
+from runtime.log import HEADER_SIZE, MANIFEST, FileLog, LogConfig, LogWriteError, read_manifest, segment_file_name
+from runtime.log_read import read_batches
+from runtime.log_sync import SYNCFS_AT, sync_all
 from runtime.testing import FaultyIO
 
 from .logutil import append_kv, cut_file, file_bytes, flip_byte, log_with_segments, segment_path, values

@@ -6,9 +6,10 @@ import pytest
 
 from runtime.codec import unpack
 from runtime.coordinator import CoordinatorContext, CoordinatorRuntime, replay_batch
-from runtime.log import (ATTR_COMPACTED, MANIFEST, CompactionInProgress, FileLog, LogConfig, SegmentInfo,
-                         compacted_file_name, compaction_lock, encode_batch, encode_compacted_payload,
-                         read_batches, read_manifest, swap_segments)
+from runtime.log import (ATTR_COMPACTED, MANIFEST, FileLog, LogConfig, SegmentInfo, compacted_file_name, encode_batch,
+                         read_manifest)
+from runtime.log_compaction import CompactionInProgress, compaction_lock, encode_compacted_payload, swap_segments
+from runtime.log_read import read_batches
 
 from runtime.timer import CoordinatorTimer
 

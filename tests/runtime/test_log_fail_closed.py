@@ -8,7 +8,8 @@ import os
 import pytest
 
 from runtime.errors import CorruptRecordError
-from runtime.log import FileLog, LogConfig, LogLockedError, LogWriteError, read_batches, read_manifest
+from runtime.log import FileLog, LogConfig, LogLockedError, LogWriteError, read_manifest
+from runtime.log_read import read_batches
 from runtime.testing import FaultyIO
 
 from .logutil import append_kv, cut_file, file_bytes, log_with_segments, segment_path, values
@@ -315,7 +316,7 @@ def test_an_error_at_each_step_of_a_compaction_swap_keeps_the_log_whole(tmp_path
     replacement in the manifest, never a mix; the live writer goes on, and a reopen reads
     every record the writer had flushed."""
     from .test_log_compaction import compact, kv_log, load_state
-    from runtime.log import compaction_lock, swap_segments
+    from runtime.log_compaction import compaction_lock, swap_segments
 
     probe = FaultyIO()
     log = kv_log(tmp_path / "probe", 4)

@@ -15,7 +15,7 @@ from actors.server import partition_leader
 from runtime.errors import Errors
 from runtime.messages.topics import READ_COMMITTED, FetchRequest, ProduceRequest
 from runtime.messages.txn import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
-from runtime.log import SYNCFS_AT
+from runtime.log_sync import SYNCFS_AT
 from runtime.testing import FaultyIO
 from runtime.topics.data import decode_entries, encode_records
 from runtime.topics.partition import PartitionLog

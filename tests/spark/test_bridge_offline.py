@@ -9,8 +9,8 @@ import msgpack
 import pytest
 
 from runtime.codec import Record, encode_record
-from runtime.log import (ATTR_COMPACTED, CompactionInProgress, FileLog, LogConfig, SegmentInfo, compaction_lock,
-                         read_manifest, scan_batches, swap_segments)
+from runtime.log import ATTR_COMPACTED, FileLog, LogConfig, SegmentInfo, read_manifest, scan_batches
+from runtime.log_compaction import CompactionInProgress, compaction_lock, swap_segments
 from runtime.testing import ShardHarness
 from spark_bridge.cli import ProgressBar
 from spark_bridge.compaction import SegmentWriter, compact_log, load_shard, state_differences, state_digest

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from runtime.log import FileLog, LogConfig, compaction_lock, read_manifest, CompactionInProgress
+from runtime.log import FileLog, LogConfig, read_manifest
+from runtime.log_compaction import CompactionInProgress, compaction_lock
 from runtime.testing import ShardHarness
 from runtime.topics.data import encode_records, stored_payload
 from runtime.wire.compression import GZIP
