@@ -64,8 +64,6 @@ class ConsumerActorBase(ClientActor):
         # The partitions' fetches that leave in one turn go to their host as one Fetch, and
         # their ListOffsets as one call.
         self._fetch_line = Coalescer(self._fetch_many, max_in_flight=None)
-        self._fetch_turns = itertools.count()
-        self._fed_at: dict[tuple[str, int], int] = {}  # the Fetch that last gave each partition records
         self._list_line = Coalescer(self._batched)
         self.has_listener = False
         self.events: list[tuple[str, frozenset]] = []
@@ -406,7 +404,6 @@ class ConsumerActorBase(ClientActor):
     def _drop(self, tps) -> None:
         self.positions.drop(tps)
         for tp in tps:
-            self._fed_at.pop((tp.topic, tp.partition), None)
             fetch = self._fetches.pop(tp, None)
             if fetch is not None:
                 fetch[0].cancel()
@@ -458,20 +455,16 @@ class ConsumerActorBase(ClientActor):
         """One Fetch of a host's partitions (as Kafka's consumer sends one per broker): it
         long-polls across them, and every partition's loop gets its answer at once, so they
         leave together again. The host fills at most fetch_max_bytes, in request order, so
-        the partitions that got records longest ago go first (Kafka's consumer moves a
-        partition it got records of to the end), lest the first ones take every answer."""
+        the requests go in `FetchPositions.last_fed` order."""
         requests = [request for (request,) in calls]
-        order = sorted(range(len(requests)),
-                       key=lambda i: self._fed_at.get((requests[i].topic, requests[i].partition), -1))
+        order = sorted(range(len(requests)), key=lambda i: self.positions.last_fed(requests[i].topic,
+                                                                                   requests[i].partition))
         timeout_s = (self.s["fetch_max_wait_ms"] + self.s["request_timeout_ms"]) / 1000
         answers = await self._call(host, "fetch_many", [requests[i] for i in order], self.s["fetch_max_wait_ms"],
                                    self.s["fetch_min_bytes"], self.s["fetch_max_bytes"], timeout_s=timeout_s)
-        turn = next(self._fetch_turns)
         out: list = [None] * len(requests)
         for i, answer in zip(order, answers):
             out[i] = answer
-            if answer.batches:
-                self._fed_at[(answer.topic, answer.partition)] = turn
         return out
 
     async def _fetch_loop(self, tp: TopicPartition, epoch: int, space: asyncio.Event) -> None:

@@ -169,6 +169,14 @@ class RecordAccumulator:
         """Whether some open batch would be drained as soon as it is sealed."""
         return any(len(self._in_flight.get(tp, ())) < self._limit(tp) for tp in self._open)
 
+    def _room(self, tp: tuple[str, int]) -> int:
+        """How many more batches of the partition may go now: none while a retry of it is in
+        flight (see _drain_queued)."""
+        in_flight = self._in_flight.get(tp, ())
+        if self.idempotent and any(b.attempts for b in in_flight):
+            return 0
+        return self._limit(tp) - len(in_flight)
+
     def _limit(self, tp: tuple[str, int]) -> int:
         if self._first_batch_alone and tp not in self._sequence_started:
             return 1
@@ -191,8 +199,7 @@ class RecordAccumulator:
         if ready and node_of is not None and self._open:
             nodes = {node_of(b.tp) for b in ready}
             riders = [tp for tp in self._open if not self._queued.get(tp) and node_of(tp) in nodes
-                      and len(self._in_flight.get(tp, ())) < self._limit(tp)
-                      and not (self.idempotent and any(b.attempts for b in self._in_flight.get(tp, ())))]
+                      and self._room(tp) > 0]
             for tp in riders:
                 self._seal(tp)
             ready += self._drain_queued(riders, now_ms)
@@ -203,9 +210,7 @@ class RecordAccumulator:
         for tp in partitions:
             queue = self._queued[tp]
             in_flight = self._in_flight.setdefault(tp, [])
-            room = self._limit(tp) - len(in_flight)
-            if self.idempotent and any(b.attempts for b in in_flight):
-                continue  # see below
+            room = self._room(tp)
             while queue and room > 0 and queue[0].retry_at_ms <= now_ms:
                 batch = queue.popleft()
                 in_flight.append(batch)

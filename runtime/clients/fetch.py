@@ -11,6 +11,7 @@ calls; it asks here what to fetch and hands the responses back.
 from __future__ import annotations
 
 import enum
+import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -20,7 +21,7 @@ from runtime.messages.topics import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_
 from runtime.topics.data import decode_entries
 from runtime.topics.isolation import filter_aborted
 
-from .types import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from .types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["NoOffsetForPartitionError", "reset_timestamp", "deliverable", "FetchOutcome", "FetchResult",
            "PartitionState", "FetchPositions"]
@@ -85,6 +86,7 @@ class PartitionState:
     buffer: deque = field(default_factory=deque)
     paused: bool = False
     epoch: int = 0  # bumped by a seek: a fetch begun before is dropped
+    fed: int = -1  # when a fetch last gave it records (FetchPositions' count), -1: never
 
 
 class FetchPositions:
@@ -95,6 +97,7 @@ class FetchPositions:
         self.read_committed = settings["isolation_level"] == "read_committed"
         self.parts: dict[TopicPartition, PartitionState] = {}
         self._next_drain = 0
+        self._feeds = itertools.count()
 
     def __contains__(self, tp) -> bool:
         return tp in self.parts
@@ -183,6 +186,13 @@ class FetchPositions:
                             self.s["fetch_max_wait_ms"], self.s["fetch_min_bytes"],
                             READ_COMMITTED if self.read_committed else READ_UNCOMMITTED)
 
+    def last_fed(self, topic: str, partition: int) -> int:
+        """The order of a Fetch's partitions: a fetch that fills at most its max bytes goes
+        first to those that got records longest ago (Kafka's consumer moves a partition it
+        got records of to the end), lest the first ones take every answer."""
+        part = self.parts.get((topic, partition))
+        return -1 if part is None else part.fed
+
     def on_fetch_response(self, tp: TopicPartition, epoch: int, response: FetchResponse) -> FetchResult:
         part = self.parts.get(tp)
         if part is None or part.epoch != epoch:
@@ -194,6 +204,8 @@ class FetchPositions:
             return FetchResult(FetchOutcome.RETRY, error=error)
         records, part.fetch_offset = deliverable(response, part.fetch_offset, self.read_committed)
         part.buffer.extend(records)
+        if records:
+            part.fed = next(self._feeds)
         return FetchResult(FetchOutcome.DATA, len(records))
 
     def drain(self, limit: int) -> dict:

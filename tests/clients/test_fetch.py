@@ -162,3 +162,14 @@ def test_a_dropped_partition_answers_nothing():
     p.drop([T0])
     assert p.epoch(T0) is None and T0 not in p
     assert p.on_fetch_response(T0, epoch, response(batch(0, 1))).outcome is FetchOutcome.STALE
+
+
+def test_the_partitions_that_got_records_longest_ago_come_first():
+    p = positions()
+    p.initialize({}, {T0: 0, T1: 0})
+    assert p.last_fed("t", 0) == p.last_fed("t", 1) == -1 and p.last_fed("t", 9) == -1  # never, or not ours
+    p.on_fetch_response(T0, p.epoch(T0), response(batch(0, 1)))
+    assert p.last_fed("t", 1) < p.last_fed("t", 0)
+    p.on_fetch_response(T1, p.epoch(T1), response(batch(0, 1), tp=T1))
+    p.on_fetch_response(T0, p.epoch(T0), response(tp=T0))  # nothing new: its place stays
+    assert p.last_fed("t", 0) < p.last_fed("t", 1)
