@@ -50,10 +50,12 @@ def test_coordinator_killed_during_a_rebalance_and_during_commits(cluster):
     consumers.append(third)
     third.poll(timeout_ms=300)  # its JoinGroup is parked in the rebalance
     ray.kill(coordinator, no_restart=False)
+    # A member whose heartbeats the reload outlasted may be dropped and rejoin: one more
+    # rebalance, as in Kafka. What must hold is the end: Stable, each partition owned once.
     poll_consumers_until(consumers, lambda: owns_each_once(consumers, ALL) and
-                         [len(c.assignment()) for c in consumers] == [2, 2, 2], seen,
+                         [len(c.assignment()) for c in consumers] == [2, 2, 2] and
+                         group_state(cluster, "g-coord").group_state == "Stable", seen,
                          message="the group settles again")
-    assert group_state(cluster, "g-coord").group_state == "Stable"
 
     first = consumers[0]
     expected = {tp: OffsetAndMetadata(first.position(tp)) for tp in first.assignment()}
