@@ -8,6 +8,7 @@ inside poll. With ``group_protocol="consumer"`` the actor is the KIP-848 one
 """
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections import deque
@@ -195,11 +196,12 @@ class Consumer(ClientFacade):
 
     # ------------------------------------------------------------------ offsets
 
-    def commit(self, offsets: dict | None = None) -> None:
+    def commit(self, offsets: dict | None = None, timeout_ms: int | None = None) -> None:
         """Synchronous commit of `offsets` ({TopicPartition: OffsetAndMetadata}) or of
-        everything consumed so far."""
+        everything consumed so far, retried until it succeeds or fails for good, or until
+        `timeout_ms` (then REQUEST_TIMED_OUT), as kafka-python's commit()."""
         self._finish_async_commits()
-        self._call("commit", _offsets_arg(offsets))
+        self._blocking_call("commit", _offsets_arg(offsets), timeout_ms)
 
     def commit_async(self, offsets: dict | None = None, callback: Callable | None = None):
         """Starts the commit; `callback(offsets, response_or_exception)` runs in a later poll,
@@ -228,9 +230,17 @@ class Consumer(ClientFacade):
                 callback(offsets, outcome)
         self._async_commits = pending
 
-    def committed(self, tp) -> OffsetAndMetadata | None:
+    def committed(self, tp, timeout_ms: int | None = None) -> OffsetAndMetadata | None:
+        """The group's committed offset of `tp`, waiting for the coordinator as commit() does."""
         tp = TopicPartition(*tp)
-        return self._call("committed", [tp])[tp]
+        return self._blocking_call("committed", [tp], timeout_ms)[tp]
+
+    def _blocking_call(self, method: str, arg, timeout_ms: int | None):
+        """A call that blocks as kafka-python's does: until it succeeds or fails for good, or
+        for `timeout_ms`. The actor keeps the deadline; the facade waits for its answer."""
+        if timeout_ms is None:
+            return self._call(method, arg, math.inf, timeout_s=None)
+        return self._call(method, arg, timeout_ms / 1000, timeout_s=timeout_ms / 1000 + 30)
 
     # ------------------------------------------------------------------ closing
 

@@ -191,15 +191,16 @@ class ConsumerActorBase(ClientActor):
         if barrier == self.barrier and self.barrier_done is not None:
             self.barrier_done.set()
 
-    async def commit(self, offsets: dict | None = None) -> None:
-        """Commit `offsets` ({TopicPartition: OffsetAndMetadata}) or every consumed position;
-        raises CommitFailedError or the coordinator's error."""
+    async def commit(self, offsets: dict | None = None, timeout_s: float | None = None) -> None:
+        """Commit `offsets` ({TopicPartition: OffsetAndMetadata}) or every consumed position,
+        retrying for `timeout_s` (one request_timeout_ms when None); raises CommitFailedError
+        or the coordinator's error."""
         self._require_group("commit")
-        await self._commit(self.positions.consumed() if offsets is None else offsets)
+        await self._commit(self.positions.consumed() if offsets is None else offsets, timeout_s)
 
-    async def committed(self, partitions) -> dict:
+    async def committed(self, partitions, timeout_s: float | None = None) -> dict:
         self._require_group("committed")
-        return await self._fetch_committed({TopicPartition(*tp) for tp in partitions})
+        return await self._fetch_committed({TopicPartition(*tp) for tp in partitions}, timeout_s)
 
     async def position(self, tp) -> int:
         tp = TopicPartition(*tp)
@@ -345,16 +346,30 @@ class ConsumerActorBase(ClientActor):
 
     # ================================================================== offsets
 
-    async def _commit(self, offsets: dict) -> None:
+    def _deadline(self, timeout_s: float | None) -> float:
+        return time.monotonic() + (self.s["request_timeout_ms"] / 1000 if timeout_s is None else timeout_s)
+
+    async def _call_until(self, deadline: float, name: str, method: str, request):
+        """One request to a coordinator, sent again while it times out (a coordinator being
+        reloaded can take longer than a request) until `deadline`, which may be math.inf:
+        kafka-python's blocking commit() and committed() wait as long as it takes."""
+        while True:
+            attempt_s = min(deadline - time.monotonic(), self.s["request_timeout_ms"] / 1000)
+            try:
+                return await self._call(name, method, request, timeout_s=max(attempt_s, 0.1))
+            except KafkaError as e:
+                if e.error is not Errors.REQUEST_TIMED_OUT or time.monotonic() >= deadline:
+                    raise
+
+    async def _commit(self, offsets: dict, timeout_s: float | None = None) -> None:
         if not offsets:
             return
         coordinator = self.group_coordinator_name(self.group_id)
-        deadline = time.monotonic() + self.s["request_timeout_ms"] / 1000
+        deadline = self._deadline(timeout_s)
         backoff = Backoff(self.s["retry_backoff_ms"])
         while True:
             request = self._commit_request(offsets)
-            response = await self._call(coordinator, "offset_commit", request,
-                                        timeout_s=max(deadline - time.monotonic(), 0.1))
+            response = await self._call_until(deadline, coordinator, "offset_commit", request)
             action, error = self._on_commit_response(response, request)
             if action is Action.NONE:
                 return
@@ -384,11 +399,12 @@ class ConsumerActorBase(ClientActor):
                 await self._commit_quietly(changed)
                 last = consumed
 
-    async def _fetch_committed(self, tps) -> dict:
+    async def _fetch_committed(self, tps, timeout_s: float | None = None) -> dict:
         request = offset_fetch_request(self.group_id, tps)
+        deadline = self._deadline(timeout_s)
         while True:
-            response = await self._call(self.group_coordinator_name(self.group_id), "offset_fetch", request,
-                                        timeout_s=self.s["request_timeout_ms"] / 1000)
+            response = await self._call_until(deadline, self.group_coordinator_name(self.group_id), "offset_fetch",
+                                              request)
             offsets = committed_offsets(response, tps)
             if offsets is not None:
                 return offsets

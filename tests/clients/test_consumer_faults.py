@@ -1,6 +1,11 @@
 """The classic consumer under faults and at its edges: a coordinator killed during a
 rebalance and during commits, a static member restarted, a consumer that stops polling,
 offset reset policies, manual assignment, asynchronous commits and error codes."""
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import ray
 
@@ -37,7 +42,11 @@ def member(consumer):
 
 
 def test_coordinator_killed_during_a_rebalance_and_during_commits(cluster):
-    consumers = [cluster.consumer("g-coord", **FAST) for _ in range(2)]
+    # Sessions and poll intervals outlast the coordinator's reloads: on a loaded machine a
+    # reload took 30 s, and a member dropped for its session, or leaving because commit()
+    # kept it from polling, fails its commit (as in Kafka).
+    settings = dict(FAST, session_timeout_ms=60000, max_poll_interval_ms=120000)
+    consumers = [cluster.consumer("g-coord", **settings) for _ in range(2)]
     for c in consumers:
         c.subscribe(["orders"])
     seen = []
@@ -45,7 +54,7 @@ def test_coordinator_killed_during_a_rebalance_and_during_commits(cluster):
                          message="two share")
     coordinator = cluster.group_coordinator("g-coord")
 
-    third = cluster.consumer("g-coord", **FAST)
+    third = cluster.consumer("g-coord", **settings)
     third.subscribe(["orders"])
     consumers.append(third)
     third.poll(timeout_ms=300)  # its JoinGroup is parked in the rebalance
@@ -67,6 +76,33 @@ def test_coordinator_killed_during_a_rebalance_and_during_commits(cluster):
                                                             for tp, o in expected.items()}
     for c in consumers:
         c.close()
+
+
+def test_a_blocking_commit_outlasts_a_coordinator_that_answers_nothing(cluster):
+    # kafka-python's commit() and committed() wait as long as it takes unless given a
+    # timeout_ms; a coordinator being reloaded on a loaded machine can take longer than a
+    # request timeout (here 1 s) to answer.
+    c = cluster.consumer("g-blocking", **dict(FAST, session_timeout_ms=20000, request_timeout_ms=1000))
+    c.subscribe(["orders"])
+    seen = []
+    poll_consumers_until([c], lambda: c.assignment() == ALL and len(seen) >= 36, seen, message="it consumed")
+    expected = {tp: OffsetAndMetadata(c.position(tp), "", -1) for tp in ALL}
+    pid = ray.get(cluster.group_coordinator("g-blocking").status.remote())["pid"]
+    os.kill(pid, signal.SIGSTOP)
+    pool = ThreadPoolExecutor(1)
+    try:
+        with pytest.raises(KafkaError) as e:
+            c.commit(timeout_ms=300)
+        assert e.value.error is Errors.REQUEST_TIMED_OUT
+        commit = pool.submit(c.commit)
+        time.sleep(2.5)  # the fault's length: more than two request timeouts unanswered
+        assert not commit.done()
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    commit.result(timeout=60)
+    pool.shutdown()
+    assert {tp: c.committed(tp) for tp in ALL} == expected
+    c.close()
 
 
 def test_a_static_member_restarted_within_its_session_timeout_causes_no_rebalance(cluster):
