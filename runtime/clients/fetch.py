@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from runtime.errors import Errors, KafkaError
 from runtime.messages.topics import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED,
                                      FetchRequest, FetchResponse)
-from runtime.topics.data import decode_entries
+from runtime.topics.data import decode_rows
 from runtime.topics.isolation import filter_aborted
 
 from .types import OffsetAndMetadata, TopicPartition
@@ -50,17 +50,21 @@ def reset_timestamp(policy: str, partitions) -> int:
 
 
 def deliverable(response: FetchResponse, fetch_offset: int, read_committed: bool) -> tuple[list, int]:
-    """(records to hand out, the next fetch offset). Control batches (transaction markers)
-    and, for read_committed, the batches of aborted transactions are skipped, but the fetch
-    offset moves past them, so they are not fetched again."""
-    kept = filter_aborted(response.batches, response.aborted_transactions) if read_committed else response.batches
+    """(records to hand out as (offset, timestamp, key, value, headers) rows, the next fetch
+    offset). Control batches (transaction markers) and, for read_committed, the batches of
+    aborted transactions are skipped, but the fetch offset moves past them, so they are not
+    fetched again."""
+    batches = response.batches
+    kept = filter_aborted(batches, response.aborted_transactions) if read_committed else batches
     delivered = {id(b) for b in kept if not b.is_control}
     records = []
-    for batch in response.batches:
+    for batch in batches:
         if batch.last_offset < fetch_offset:
             continue
         if id(batch) in delivered:
-            records.extend(r for r in decode_entries(batch.records, batch.base_offset) if r.offset >= fetch_offset)
+            rows = decode_rows(batch.records, batch.base_offset)
+            # Only a batch that began before the fetch offset holds records already handed out.
+            records.extend(rows if batch.base_offset >= fetch_offset else [r for r in rows if r[0] >= fetch_offset])
         fetch_offset = batch.last_offset + 1
     return records, fetch_offset
 
@@ -224,11 +228,11 @@ class FetchPositions:
                 continue
             records = []
             while part.buffer and limit > 0:
-                r = part.buffer.popleft()
-                if r.offset < part.position:
+                row = part.buffer.popleft()
+                if row[0] < part.position:
                     continue
-                records.append((r.offset, r.timestamp, r.key, r.value, r.headers))
-                part.position = r.offset + 1
+                records.append(row)
+                part.position = row[0] + 1
                 limit -= 1
             if records:
                 out[(tp.topic, tp.partition)] = records

@@ -44,7 +44,7 @@ from runtime.messages.share import (NO_ACQUISITION, AcknowledgePartition, Acknow
                                     ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
                                     ShareFetchRequestPartition, ShareFetchRequestTopic, ShareFetchResponse,
                                     name_deliveries)
-from runtime.topics.data import decode_entries
+from runtime.topics.data import decode_rows
 
 from .share_acknowledgements import AckResult, acknowledgement_batches
 from .types import ConsumerRecord, TopicPartition
@@ -85,7 +85,7 @@ class ShareChunk:
         return (replace(self, ranges=tuple(head)), replace(self, ranges=tuple(tail)))
 
     def records(self) -> list[ConsumerRecord]:
-        entries = decode_entries(self.payload, self.base_offset)
+        entries = decode_rows(self.payload, self.base_offset)
         topic, partition, base = self.tp.topic, self.tp.partition, self.base_offset
         out = []
         for first, last, count in self.ranges:
@@ -234,7 +234,7 @@ class ShareFetchBook:
         record (control batches, compacted offsets) are acknowledged as GAP with the next send."""
         if not result.acquired_records:
             return
-        # A batch's entries are its offsets from the base on, one each (decode_entries).
+        # A batch's entries are its offsets from the base on, one each (decode_rows).
         batches = sorted((b.base_offset, b.last_offset, b.records) for b in result.records or ())
         acquired = [(a.first_offset, a.last_offset, a.delivery_count) for a in result.acquired_records]
         deadline = now_ms + result.lock_remaining_ms if result.lock_remaining_ms >= 0 else None

@@ -116,13 +116,20 @@ def stored_payload(payload: bytes, base_offset: int) -> bytes:
 
 
 def decode_entries(payload: bytes, base_offset: int) -> list[DataRecord]:
+    return [DataRecord(*row) for row in decode_rows(payload, base_offset)]
+
+
+def decode_rows(payload: bytes, base_offset: int) -> list[tuple]:
+    """A batch payload's records as plain (offset, timestamp, key, value, headers) tuples,
+    DataRecord's fields: the consumers' data path makes one per record fetched, and
+    DataRecord's constructor (Python code) took a sixth of the consumer actor's time."""
     if is_kafka_batch(payload):
         h, records = read_batch(payload)
-        return [DataRecord(base_offset + i, h.base_timestamp + td, k, v, hs)
-                for i, (_, td, k, v, hs) in enumerate(records)]
+        base_ts = h.base_timestamp
+        return [(base_offset + i, base_ts + td, k, v, hs) for i, (_, td, k, v, hs) in enumerate(records)]
     entries = msgpack.unpackb(payload, use_list=False, raw=False)
     # use_list=False: the headers are already a tuple of (key, value) tuples.
-    return [DataRecord(base_offset + i, ts, k, v, hs) for i, (ts, k, v, hs) in enumerate(entries)]
+    return [(base_offset + i, ts, k, v, hs) for i, (ts, k, v, hs) in enumerate(entries)]
 
 
 # Control records (transaction markers) written by the transaction coordinator.
