@@ -3,8 +3,7 @@ rebalance and during commits, a static member restarted, a consumer that stops p
 offset reset policies, manual assignment, asynchronous commits and error codes."""
 import os
 import signal
-import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import pytest
 import ray
@@ -95,8 +94,8 @@ def test_a_blocking_commit_outlasts_a_coordinator_that_answers_nothing(cluster):
             c.commit(timeout_ms=300)
         assert e.value.error is Errors.REQUEST_TIMED_OUT
         commit = pool.submit(c.commit)
-        time.sleep(2.5)  # the fault's length: more than two request timeouts unanswered
-        assert not commit.done()
+        done, _ = wait([commit], timeout=2.5)  # more than two request timeouts unanswered
+        assert not done
     finally:
         os.kill(pid, signal.SIGCONT)
     commit.result(timeout=60)
