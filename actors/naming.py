@@ -5,8 +5,7 @@ from __future__ import annotations
 import enum
 from typing import Callable, Mapping
 
-from runtime.hashing import partition_for
-from runtime.share_state.coordinator import share_coordinator_key
+from runtime.hashing import partition_for, share_coordinator_key
 from runtime.topics.metadata import PARTITION_HOSTS_KEY
 
 from .config import DEFAULTS

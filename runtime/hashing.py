@@ -23,6 +23,17 @@ def partition_for(key: str, num_partitions: int) -> int:
     return utils_abs(java_string_hashcode(key)) % num_partitions
 
 
+def share_coordinator_key(group_id: str, topic_id: str, partition: int) -> str:
+    """The key a share partition's state is found by (Kafka's SharePartitionKey
+    asCoordinatorKey), hashed as a group id is."""
+    return f"{group_id}:{topic_id}:{partition}"
+
+
+def state_partition_for(group_id: str, topic_id: str, partition: int, num_partitions: int) -> int:
+    """The share-group state partition that owns a share partition."""
+    return partition_for(share_coordinator_key(group_id, topic_id, partition), num_partitions)
+
+
 def murmur2(data: bytes) -> int:
     """Kafka's Utils.murmur2 (seed 0x9747b28c), as a signed 32-bit int."""
     length = len(data)

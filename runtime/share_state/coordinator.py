@@ -22,7 +22,7 @@ Requests carry many partitions; each gets its own result and error, and one part
 error changes nothing for the others. -1 means "not given" for leader epochs, state epochs,
 start offsets and delivery complete counts, as in Kafka. Unlike Kafka, the shard does not
 check the topic against a metadata image (it has none): routing a key to the right shard,
-`state_partition_for`, is the caller's job.
+`runtime.hashing.state_partition_for`, is the caller's job.
 """
 from __future__ import annotations
 
@@ -31,7 +31,6 @@ from typing import Any, Callable, Iterable
 from ..codec import Record
 from ..coordinator import CoordinatorContext, CoordinatorShard, Result
 from ..errors import Errors, KafkaError, raise_if
-from ..hashing import partition_for
 from ..messages.share_state import (
     UNINITIALIZED_DELIVERY_COMPLETE_COUNT, UNINITIALIZED_START_OFFSET,
     DeleteShareGroupStateRequest, DeleteShareGroupStateResponse, DeleteStatePartitionResult, DeleteStateResult,
@@ -47,7 +46,7 @@ from .records import (
     share_snapshot_record, share_state_tombstones, share_update_record,
 )
 
-__all__ = ["ShareCoordinatorShard", "share_coordinator_key", "state_partition_for", "apply_update",
+__all__ = ["ShareCoordinatorShard", "apply_update",
            "SNAPSHOT_UPDATE_RECORDS_PER_SNAPSHOT", "STATE_TOPIC_NUM_PARTITIONS",
            "UNINITIALIZED_START_OFFSET", "UNINITIALIZED_DELIVERY_COMPLETE_COUNT"]
 
@@ -59,17 +58,6 @@ _MAX_DELIVERY_COUNT = 32767  # an int16 on the wire
 _DELIVERY_STATES = frozenset(int(s) for s in RecordState)
 
 Key = tuple[str, str, int]  # (group id, topic id, partition)
-
-
-def share_coordinator_key(group_id: str, topic_id: str, partition: int) -> str:
-    """The key a share partition's state is found by (Kafka's SharePartitionKey
-    asCoordinatorKey), hashed as a group id is."""
-    return f"{group_id}:{topic_id}:{partition}"
-
-
-def state_partition_for(group_id: str, topic_id: str, partition: int, num_partitions: int) -> int:
-    """The share-group state partition that owns a share partition."""
-    return partition_for(share_coordinator_key(group_id, topic_id, partition), num_partitions)
 
 
 def apply_update(state: ShareSnapshotValue | None, update: ShareUpdateValue) -> ShareSnapshotValue:

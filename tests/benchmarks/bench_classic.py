@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
-from runtime.group import GroupCoordinatorShard  # noqa: E402
+from runtime.group.shard import GroupCoordinatorShard  # noqa: E402
 from runtime.group.consumer_protocol import encode_subscription  # noqa: E402
 from runtime.messages.group import (  # noqa: E402
     HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol, SyncGroupRequest, SyncGroupRequestAssignment,

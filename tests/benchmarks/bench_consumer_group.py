@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
-from runtime.group import GroupCoordinatorShard  # noqa: E402
+from runtime.group.shard import GroupCoordinatorShard  # noqa: E402
 from runtime.messages.consumer import (  # noqa: E402
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatRequestTopicPartitions,
 )

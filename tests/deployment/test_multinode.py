@@ -18,8 +18,7 @@ import time
 import pytest
 
 from actors import AcknowledgeType, Cluster, naming
-from runtime.hashing import partition_for
-from runtime.share_state.coordinator import state_partition_for
+from runtime.hashing import partition_for, state_partition_for
 from tests.conftest import BASE_CONFIG
 from tests.helpers import (Ownership, Worker, double_owners, read_partition, share_start_offset,
                            transactions_settled)

@@ -2,7 +2,7 @@
 short request builders."""
 from __future__ import annotations
 
-from runtime.group import GroupCoordinatorShard
+from runtime.group.shard import GroupCoordinatorShard
 from runtime.group.consumer_protocol import encode_subscription
 from runtime.messages.group import (
     HeartbeatRequest, JoinGroupRequest, JoinGroupRequestProtocol, LeaveGroupRequest, MemberIdentity,

@@ -214,7 +214,7 @@ def test_select_protocol_and_supports_protocols():
 
 def test_group_over_a_lowered_max_size_rebalances_after_loading(tmp_path):
     from runtime.testing import ShardHarness
-    from runtime.group import GroupCoordinatorShard
+    from runtime.group.shard import GroupCoordinatorShard
     from .helpers import stable_group
     h = harness(tmp_path)
     stable_group(h, ("a", "b"))

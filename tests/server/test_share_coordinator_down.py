@@ -8,7 +8,7 @@ from actors import naming
 from actors.server.share_coordinator import ShareCoordinatorActor
 from runtime.errors import Errors
 from runtime.messages.share_state import ReadShareGroupStateRequest, ReadStateData, ReadStatePartitionData
-from runtime.share_state.coordinator import state_partition_for
+from runtime.hashing import state_partition_for
 from runtime.share_state.records import PersisterStateBatch, RecordState
 from tests.helpers import poll_records, produce, share_start_offset
 from tests.conftest import wait_until

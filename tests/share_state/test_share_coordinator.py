@@ -7,7 +7,7 @@ import pytest
 
 from runtime.codec import Record
 from runtime.errors import Errors, KafkaError
-from runtime.hashing import partition_for
+from runtime.hashing import partition_for, state_partition_for
 from runtime.messages.share_state import (
     DeleteShareGroupStateRequest, DeleteShareGroupStateResponse, DeleteStateData, DeleteStatePartitionData,
     DeleteStatePartitionResult, DeleteStateResult, InitializeShareGroupStateRequest,
@@ -19,7 +19,7 @@ from runtime.messages.share_state import (
     WriteShareGroupStateResponse, WriteStateData, WriteStatePartitionData, WriteStatePartitionResult,
     WriteStateResult,
 )
-from runtime.share_state.coordinator import ShareCoordinatorShard, state_partition_for
+from runtime.share_state.coordinator import ShareCoordinatorShard
 from runtime.share.partition import SharePartition, SharePartitionState
 from runtime.share_state.records import (
     PersisterStateBatch as B, ShareSnapshotKey, ShareSnapshotValue, ShareUpdateKey, ShareUpdateValue,
