@@ -17,7 +17,10 @@ What it verifies, per record (topic partition, offset):
     delivery with a higher count, none with the same count after it, unless a SharePartition
     restart between its delivery before and the acknowledgement may have lost a same-count
     acquisition whose copy a consumer's buffer hands out later), and is settled successfully
-    once;
+    once. A delivery with a higher count handed out *before* the acknowledgement was sent is
+    allowed only across a SharePartition-side restart: a count is durable once written, and a
+    lock expiry frees its records before its write lands (as in Kafka), so an instance that
+    dies then leaves the next one the count written before, below the one it handed out;
 (c) a successful RELEASE is followed by a delivery with a higher count (none with the same
     count after it, with (b)'s exception), or by the record being archived at the delivery
     limit;
@@ -154,6 +157,25 @@ class ShareHistory:
         since = max(lower) if lower else float("-inf")
         return any(since <= t <= a.sent for t, _ in self.faults)
 
+    def _again(self, d: Delivery, a: Ack, seen: list[Delivery]) -> bool:
+        """Whether delivery `d` of a record went out though the settling acknowledgement `a`
+        held."""
+        if d.count < a.count:
+            return False
+        if d.count == a.count:
+            return d.at > a.done and not self._lost_acquisition_before(a, seen)
+        return d.at > a.sent or not self._count_went_back(d, a, seen)
+
+    def _count_went_back(self, d: Delivery, a: Ack, seen: list[Delivery]) -> bool:
+        """Whether a SharePartition-side restart came after `d` was acquired and before the
+        delivery `a` acknowledged (a lower count than d's) was handed out. d was acquired after
+        the record's last delivery with a lower count before it (the record goes out again only
+        once that one ended); when a delivery is handed out bounds when it was acquired."""
+        since = max((x.at for x in seen if x.count < d.count and x.at < d.at), default=float("-inf"))
+        until = max((x.at for x in seen if x.member == a.member and x.count == a.count and x.at <= a.sent),
+                    default=a.sent)
+        return any(since <= t <= until for t, _ in self.faults)
+
     def check(self, produced: Iterable[Key] = ()) -> list[str]:
         """The violations, each a sentence naming the record and what was seen of it."""
         with self._lock:
@@ -185,8 +207,7 @@ class ShareHistory:
         if len(settled) > 1:
             out.append(f"(b) {key} acknowledged successfully {len(settled)} times: {settled}")
         for a in settled:
-            again = [d for d in seen if d.count > a.count or (
-                d.count == a.count and d.at > a.done and not self._lost_acquisition_before(a, seen))]
+            again = [d for d in seen if self._again(d, a, seen)]
             if again:
                 out.append(f"(b) {key} delivered again after its {a.ack_type.name} (count {a.count}) held ({a}): "
                            f"{again}")

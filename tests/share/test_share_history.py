@@ -145,3 +145,29 @@ def test_a_same_count_copy_after_a_settled_acknowledgement_is_excused_only_acros
     assert story(fault=True, later_count=2) == []
     assert {"(a)", "(b)"} <= set(story(fault=False, later_count=2))
     assert "(b)" in story(fault=True, later_count=3)
+
+
+def test_a_count_that_went_back_across_a_restart_is_excused_and_a_late_acknowledgement_is_not():
+    """A lock expiry frees its records before its write lands: a SharePartition that dies then
+    has handed out a count the next one never learns, and the next one's lower count may be
+    settled. Without a restart between the two, a higher count before a lower one's
+    settling is an acknowledgement applied to a later delivery."""
+    def story(fault: bool):
+        h = history()
+        h.delivered("a", [r(0, 1)])
+        h.delivered("b", [r(0, 2)])  # a's lock ran out; its release was not written yet
+        if fault:
+            h.fault("share_partition")
+        h.delivered("c", [r(0, 1)])
+        ack(h, "c", r(0, 1), T.ACCEPT)
+        return [v[:3] for v in h.check()]
+    assert story(fault=True) == []
+    assert "(b)" in story(fault=False)
+    # The same member's late acknowledgement of its earlier delivery, applied to its later
+    # one, is found even with a restart elsewhere in the record's history.
+    h = history()
+    h.delivered("m", [r(0, 1)])
+    h.delivered("m", [r(0, 2)])
+    h.fault("share_partition")
+    ack(h, "m", r(0, 1), T.ACCEPT)
+    assert "(b)" in [v[:3] for v in h.check()]

@@ -160,3 +160,19 @@ def test_a_fenced_expiry_write_stops_the_old_leader_and_the_release_stands(h):
     error = send(h, old, old.expire(LOCK))
     assert error.error is Errors.NOT_LEADER_OR_FOLLOWER and old.state is SharePartitionState.FENCED
     assert old.record_states()[0] == (RecordState.AVAILABLE, 1, "", None)
+
+
+def test_a_delivery_count_goes_back_when_the_leader_dies_before_its_expiry_write(h):
+    """As in Kafka (releaseAcquisitionLockOnTimeout), a record whose lock ran out goes out
+    again before its release is written; a leader that dies before the write lands leaves the
+    count at what was last written. The next leader then hands the record out with a lower
+    count than the dead one did, and may see it settled: the history checker allows this
+    across a restart, never without one."""
+    old = load(h)
+    assert old.acquire("a", [(0, 0)], 100, 0).acquired_records == (AcquiredRecords(0, 0, 1),)
+    old.expire(LOCK)  # the write of the release is under way when `old` dies
+    assert old.acquire("b", [(0, 0)], 100, LOCK).acquired_records == (AcquiredRecords(0, 0, 2),)
+    new = load(h)
+    assert new.acquire("c", [(0, 0)], 100, 0).acquired_records == (AcquiredRecords(0, 0, 1),)
+    assert send(h, new, new.acknowledge("c", named(new, AcknowledgementBatch(0, 0, (ACCEPT,))), 5)) is None
+    assert (load(h).start_offset, new.start_offset) == (1, 1)
