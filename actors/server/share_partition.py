@@ -63,6 +63,8 @@ LEADER_POLL_MAX_MS = 5000
 # How soon failed lock-expiry writes are written again on their own, doubling up to the max.
 REWRITE_BACKOFF_MS = 500
 REWRITE_BACKOFF_MAX_MS = 5000
+# How long an ended poll's id is remembered: longer than a fetch can take to arrive.
+ENDED_POLL_MEMORY_S = 60.0
 
 
 class SharePartitionActor:
@@ -94,6 +96,9 @@ class SharePartitionActor:
         # that reads from that offset instead of asking the leader again.
         self._watched: tuple | None = None
         self._reading = False  # a leader read for acquisition is under way
+        # Waits their caller ended early (end_poll): poll id -> when, kept a while in case
+        # the fetch comes after its end.
+        self._ended_polls: dict[str, float] = {}
         self._high_watermark = -1  # of the last leader read; -1 before the first
         self._tasks: set[asyncio.Task] = set()
         # When to write failed lock expiries on their own (no other write carried them).
@@ -484,8 +489,19 @@ class SharePartitionActor:
         return ShareFetchResponse(acquisition_lock_timeout_ms=lock_ms,
                                   responses=(ShareFetchableTopicResponse(self.topic_id, (result,)),))
 
+    async def end_poll(self, poll_id: str) -> None:
+        """The caller of the fetch waiting under `poll_id` has what it waited for elsewhere:
+        the fetch answers now, with whatever it acquired (an answer is never dropped, as a
+        cancelled call's would be). A fetch that has not come yet will not wait."""
+        now = time.monotonic()
+        self._ended_polls = {p: t for p, t in self._ended_polls.items() if now - t < ENDED_POLL_MEMORY_S}
+        self._ended_polls[poll_id] = now
+        self._notify()
+
     async def _acquire(self, request: ShareFetchRequest, deadline: float) -> LeaderRead:
         max_records = request.max_records or DEFAULT_MAX_RECORDS
+        if request.poll_id in self._ended_polls:
+            deadline = time.monotonic()  # ended before it came: look once, do not wait
         while True:
             sp = await self._active()
             changed = self._changed
@@ -505,7 +521,7 @@ class SharePartitionActor:
                 if sp.next_fetch_offset() != offset and time.monotonic() < deadline:
                     continue  # another fetcher moved on; look again
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or request.poll_id in self._ended_polls:
                 return LeaderRead()
             if self._high_watermark >= 0 and (self._watcher is None or self._watcher.done()):
                 self._watcher = asyncio.get_running_loop().create_task(

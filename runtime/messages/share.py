@@ -141,6 +141,9 @@ class ShareFetchRequest:
     # A release of the member's records at an older epoch (it was fenced, then joined again
     # with the same member id) leaves what this fetch acquires alone.
     member_epoch: int = -1
+    # shoal's: names this fetch's wait, so that its caller can end the wait early (the
+    # gateway does once another partition of the same Kafka request has records).
+    poll_id: str = ""
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ consumer's records back for the others, and a Kafka and a shoal share consumer i
 from confluent_kafka import AcknowledgeType, ShareConsumer
 
 from tests.conftest import wait_until
-from tests.helpers import produce_through_gateway, record_states, share_start_offset
+from tests.helpers import produce_record_through_gateway, produce_through_gateway, record_states, share_start_offset
 
 CLUSTER_CONFIG = {"share.auto.offset.reset": "earliest", "group.share.heartbeat.interval.ms": 500,
                   "group.share.min.heartbeat.interval.ms": 100}
@@ -147,6 +147,31 @@ def test_a_kafka_and_a_shoal_share_consumer_split_a_queue(cluster, bootstrap):
 
 
 # ------------------------------------------------------------------ on the wire
+
+def test_a_record_on_one_partition_does_not_wait_for_the_others_long_polls(cluster, bootstrap):
+    """A ShareFetch answers once a partition has records, as Kafka's does with fetch.min.bytes
+    1, not when the long polls of the partitions without any run out: the record comes long
+    before the fetch's max wait, handed out once."""
+    import time
+    cluster.create_topic("sq12", 4)
+    produce_through_gateway(bootstrap, "sq12", 4, partitions=4)
+    c = BoundedClose(ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "sg12",
+                                    "share.acknowledgement.mode": "explicit", "fetch.wait.max.ms": 10000}))
+    try:
+        c.subscribe(["sq12"])
+        poll_until(c, 4, AcknowledgeType.ACCEPT)  # every SharePartition up, the session open
+        assert all(v is None for v in c.commit_sync(30).values())
+        for _ in range(3):
+            produce_record_through_gateway(bootstrap, "sq12", 2, b"late")
+            sent = time.monotonic()
+            (m,) = poll_until(c, 1, AcknowledgeType.ACCEPT, timeout_s=30)
+            waited = time.monotonic() - sent
+            assert (m.partition(), m.value(), m.delivery_count()) == (2, b"late", 1)
+            assert waited < 5, f"the record waited {waited:.1f} s for the other partitions' 10 s long polls"
+            assert all(v is None for v in c.commit_sync(30).values())
+    finally:
+        c.close()
+
 
 def test_share_session_errors_on_the_wire_change_nothing(cluster, bootstrap):
     from runtime.errors import Errors

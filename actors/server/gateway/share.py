@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 
 from runtime.errors import Errors, KafkaError
 from runtime.messages.share import (AcknowledgementBatch, AcknowledgePartition, AcknowledgeTopic, AcknowledgeType,
@@ -106,15 +107,41 @@ async def share_group_describe(gw, event) -> dict:
 # ------------------------------------------------------------------ SharePartition calls
 
 async def _sp_call(gw, group_id: str, topic: str, topic_id: str, partition: int, method: str, *args,
-                   timeout_s: float = 30.0):
+                   timeout_s: float = 30.0, stop_creating: asyncio.Event | None = None):
     """A call on the group's SharePartition of the partition, which the controller creates
-    on the first one, as for shoal's own share consumers."""
+    on the first one, as for shoal's own share consumers. None, and no call, when
+    `stop_creating` is set before the creation is over (the creation goes on)."""
     name = naming.share_partition(group_id, topic, partition)
     try:
         return await gw.call(name, method, *args, timeout_s=timeout_s)
     except ActorNotFound:
-        await gw.call(naming.CONTROLLER, "ensure_share_partition", group_id, topic, topic_id, partition)
+        creating = gw.spawn(gw.call(naming.CONTROLLER, "ensure_share_partition", group_id, topic, topic_id, partition))
+        creating.add_done_callback(_quietly)
+        if not await _finished(creating, stop_creating):
+            return None
         return await gw.call(name, method, *args, timeout_s=timeout_s)
+
+
+def _quietly(work: asyncio.Task) -> None:
+    """Work nobody may wait for to the end says how it failed (the client asks again)."""
+    if not work.cancelled() and work.exception() is not None:
+        log.info("%s", work.exception())
+
+
+async def _finished(work: asyncio.Future, stop: asyncio.Event | None) -> bool:
+    """Whether `work` finished (its error raised) before `stop` was set; it goes on either way."""
+    if stop is None:
+        await asyncio.shield(work)
+        return True
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((work, stopped), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if not work.done():
+        return False
+    work.result()
+    return True
 
 
 async def _release(gw, session: ShareSession, method: str = "release_session") -> None:
@@ -190,6 +217,20 @@ async def share_fetch(gw, event) -> dict:
         template["share_acquire_mode"] = r["share_acquire_mode"]
     results: dict[tuple[str, int], dict] = {}
 
+    # Kafka answers a ShareFetch once it holds records (fetch.min.bytes is 1 for a share
+    # consumer) or an error, not when its slowest partition does. Once a partition has
+    # records, a SharePartition still being created for its first fetch is not waited for
+    # (its creation goes on); once a long poll has records or an error, the others' are ended
+    # (end_poll), each answering at once with whatever it acquired meanwhile.
+    has_records = asyncio.Event()
+    poll_id = uuid.uuid4().hex
+    polling: dict[tuple[str, int], str] = {}  # the long polls under way: partition -> its SharePartition
+
+    def end_polls() -> None:
+        for name in polling.values():
+            gw.spawn(gw.call(name, "end_poll", poll_id)).add_done_callback(_quietly)
+        polling.clear()
+
     async def one(tid: str, p: int, acks: tuple, wait_ms: int, acquire: bool) -> None:
         out = results.setdefault((tid, p), {"partition_index": p, "error_code": 0, "error_message": None,
                                             "acknowledge_error_code": 0, "acknowledge_error_message": None,
@@ -206,13 +247,15 @@ async def share_fetch(gw, event) -> dict:
         try:
             if acquire:
                 request = ShareFetchRequest(**template, max_wait_ms=wait_ms, topics=(
-                    ShareFetchRequestTopic(tid, (ShareFetchRequestPartition(p, acks),)),))
+                    ShareFetchRequestTopic(tid, (ShareFetchRequestPartition(p, acks),)),), poll_id=poll_id)
                 response = await _sp_call(gw, group_id, topic, tid, p, "share_fetch", request,
-                                          timeout_s=wait_ms / 1000 + 30)
+                                          timeout_s=wait_ms / 1000 + 30, stop_creating=None if acks else has_records)
             else:
                 request = ShareAcknowledgeRequest(group_id, member_id, epoch, template["is_renew_ack"], (
                     AcknowledgeTopic(tid, (AcknowledgePartition(p, acks),)),))
                 response = await _sp_call(gw, group_id, topic, tid, p, "share_acknowledge", request)
+            if response is None:
+                return  # not created yet: nothing from this partition this time
         except KafkaError as e:
             out["error_code"] = partition_error(e)
             out["error_message"] = e.message
@@ -244,6 +287,18 @@ async def share_fetch(gw, event) -> dict:
             if session is not None:
                 session.handed_out((tid, p), [(a.first_offset, a.last_offset) for a in got.acquired_records],
                                    got.acquisition_id, deadline, now)
+            has_records.set()
+
+    async def waiting(tid: str, p: int, wait_ms: int) -> None:
+        """A long poll of the partition, ended early once another has something to answer."""
+        if tid in names:
+            polling[(tid, p)] = naming.share_partition(group_id, names[tid], p)
+        try:
+            await one(tid, p, (), wait_ms, True)
+        finally:
+            polling.pop((tid, p), None)
+        if results[(tid, p)]["acquired_records"] or results[(tid, p)]["error_code"]:
+            end_polls()
 
     deadline = time.monotonic() + r["max_wait"] / 1000
     if ended is not None and epoch == INITIAL_EPOCH:
@@ -258,7 +313,7 @@ async def share_fetch(gw, event) -> dict:
     remaining_ms = int((deadline - time.monotonic()) * 1000)
     if (fetching and remaining_ms > 0 and not any(results[k]["acquired_records"] for k in fetching)
             and not any(results[k]["error_code"] for k in fetching)):
-        await asyncio.gather(*(one(tid, p, (), remaining_ms, True) for tid, p in fetching))
+        await asyncio.gather(*(waiting(tid, p, remaining_ms) for tid, p in fetching))
     if ended is not None:
         await _release(gw, ended)
     return _fetch_response(gw, results)
