@@ -11,12 +11,14 @@ cd "$(dirname "$0")/.."
 VERSION=${KAFKA_JS_VERSION:-1.10.1}
 CACHE=.compat/kafka-javascript-$VERSION
 SRC=$CACHE/package/deps/librdkafka
-if [ ! -x "$SRC/tests/test-runner" ]; then
+# Built once, and again if an earlier build lacked zstd (0171 consumes every codec).
+if [ ! -x "$SRC/tests/test-runner" ] || ! grep -q "define WITH_ZSTD 1" "$SRC/config.h" 2>/dev/null; then
   for tool in npm make cc c++; do
     command -v "$tool" >/dev/null || { echo "compat-librdkafka: $tool is needed (apt-get install nodejs npm build-essential)" >&2; exit 2; }
   done
-  if [ ! -f /usr/include/openssl/ssl.h ] || [ ! -f /usr/include/zlib.h ]; then
-    (apt-get install -y -qq libssl-dev zlib1g-dev || (apt-get update -qq && apt-get install -y -qq libssl-dev zlib1g-dev)) >&2
+  if [ ! -f /usr/include/openssl/ssl.h ] || [ ! -f /usr/include/zlib.h ] || [ ! -f /usr/include/zstd.h ]; then
+    (apt-get install -y -qq libssl-dev zlib1g-dev libzstd-dev \
+      || (apt-get update -qq && apt-get install -y -qq libssl-dev zlib1g-dev libzstd-dev)) >&2
   fi
   rm -rf "$CACHE" && mkdir -p "$CACHE"
   (cd "$CACHE" && npm pack --silent "@confluentinc/kafka-javascript@$VERSION" >/dev/null && tar xzf ./*.tgz)
