@@ -153,9 +153,11 @@ class ShareHistory:
         lower count than the one `a` acknowledged, and before `a` was sent: a delivery of the
         same count made by the instance before it (lost with it) may then still be handed out
         by its member's buffer after `a`."""
-        lower = [d.at for d in seen if d.count < a.count]
-        since = max(lower) if lower else float("-inf")
-        return any(since <= t <= a.sent for t, _ in self.faults)
+        since = max((d.at for d in seen if d.count < a.count), default=float("-inf"))
+        return self._fault_between(since, a.sent)
+
+    def _fault_between(self, since: float, until: float) -> bool:
+        return any(since <= t <= until for t, _ in self.faults)
 
     def _again(self, d: Delivery, a: Ack, seen: list[Delivery]) -> bool:
         """Whether delivery `d` of a record went out though the settling acknowledgement `a`
@@ -174,7 +176,7 @@ class ShareHistory:
         since = max((x.at for x in seen if x.count < d.count and x.at < d.at), default=float("-inf"))
         until = max((x.at for x in seen if x.member == a.member and x.count == a.count and x.at <= a.sent),
                     default=a.sent)
-        return any(since <= t <= until for t, _ in self.faults)
+        return self._fault_between(since, until)
 
     def check(self, produced: Iterable[Key] = ()) -> list[str]:
         """The violations, each a sentence naming the record and what was seen of it."""

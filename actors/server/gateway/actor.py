@@ -243,11 +243,17 @@ class GatewayActor:
             raise to_kafka_error(e) from None
 
     def spawn(self, coro) -> asyncio.Task:
-        """Work that outlives the request or connection that started it."""
+        """Work that outlives the request or connection that started it; nobody may wait for
+        it to the end, so it says here how it failed (the client asks again)."""
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._spawned_done)
         return task
+
+    def _spawned_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.info("background work failed: %s", task.exception())
 
     async def call_coalesced(self, name: str, method: str, *args) -> Any:
         """As `call`, for the small requests many connections send the same actor method

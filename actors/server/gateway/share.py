@@ -116,16 +116,9 @@ async def _sp_call(gw, group_id: str, topic: str, topic_id: str, partition: int,
         return await gw.call(name, method, *args, timeout_s=timeout_s)
     except ActorNotFound:
         creating = gw.spawn(gw.call(naming.CONTROLLER, "ensure_share_partition", group_id, topic, topic_id, partition))
-        creating.add_done_callback(_quietly)
         if not await _finished(creating, stop_creating):
             return None
         return await gw.call(name, method, *args, timeout_s=timeout_s)
-
-
-def _quietly(work: asyncio.Task) -> None:
-    """Work nobody may wait for to the end says how it failed (the client asks again)."""
-    if not work.cancelled() and work.exception() is not None:
-        log.info("%s", work.exception())
 
 
 async def _finished(work: asyncio.Future, stop: asyncio.Event | None) -> bool:
@@ -228,7 +221,7 @@ async def share_fetch(gw, event) -> dict:
 
     def end_polls() -> None:
         for name in polling.values():
-            gw.spawn(gw.call(name, "end_poll", poll_id)).add_done_callback(_quietly)
+            gw.spawn(gw.call(name, "end_poll", poll_id))
         polling.clear()
 
     async def one(tid: str, p: int, acks: tuple, wait_ms: int, acquire: bool) -> None:
