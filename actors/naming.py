@@ -65,8 +65,23 @@ def gateway(node: int) -> str:
     return f"shoal/gateway/{node}"
 
 
+SHARE_PARTITION_PREFIX = "shoal/share-partition/"
+
+
 def share_partition(group_id: str, topic: str, partition: int) -> str:
-    return f"shoal/share-partition/{group_id}/{topic}-{partition}"
+    return f"{SHARE_PARTITION_PREFIX}{group_id}/{topic}-{partition}"
+
+
+def parse_share_partition(name: str) -> tuple[str, str, int] | None:
+    """(group id, topic, partition) of a SharePartition actor's name; None for another name.
+    A group id may hold '/', a topic name never does."""
+    if not name.startswith(SHARE_PARTITION_PREFIX):
+        return None
+    group_id, sep, topic_partition = name[len(SHARE_PARTITION_PREFIX):].rpartition("/")
+    topic, dash, partition = topic_partition.rpartition("-")
+    if not (sep and dash and partition.isdigit()):
+        return None
+    return group_id, topic, int(partition)
 
 
 def client(kind: str, client_id: str) -> str:

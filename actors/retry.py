@@ -325,6 +325,24 @@ class ActorDirectory:
             self._cache.pop(name, None)
             self._lookups.pop(name, None)
 
+    def kill(self, name: str, wait_s: float = 10.0) -> None:
+        """End the named actor for good (no restart) and wait until its name is free, so that
+        a successor made at once is not handed the ending one; for a thread that may block."""
+        with self._lock:
+            for known in (self._cache, self._kept, self._lookups):
+                known.pop(name, None)
+        try:
+            ray.kill(ray.get_actor(name, namespace=self.namespace), no_restart=True)
+        except ValueError:
+            return  # gone already
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            try:
+                ray.get_actor(name, namespace=self.namespace)
+            except ValueError:
+                return
+            time.sleep(0.05)
+
     def clear(self) -> None:
         with self._lock:
             self._cache.clear()

@@ -1,11 +1,16 @@
 """The controller actor: topic metadata (its own durable log), the deployment's settings, and
-the SharePartition actors, which it creates on demand (they go away when idle)."""
+the SharePartition actors, which it creates on demand (they go away when idle, and with their
+topic: Kafka's broker removes a deleted partition's SharePartitions with its replica)."""
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
+from typing import Callable
 
+import ray
+
+from runtime.errors import Errors, KafkaError
 from runtime.messages.topics import (AlterTopicConfigRequest, AlterTopicConfigResponse, CreatePartitionsRequest,
                                      CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
                                      DeleteTopicsRequest, DeleteTopicsResponse, MetadataRequest, MetadataResponse)
@@ -14,7 +19,7 @@ from runtime.topics.metadata import TopicMetadataShard
 
 from .. import naming
 from ..placement import on_node, remote
-from ..retry import ActorDirectory, ActorNotFound
+from ..retry import ActorDirectory, ActorNotFound, await_ref
 from .shard_host import ShardHost
 
 log = logging.getLogger(__name__)
@@ -41,7 +46,11 @@ class ControllerActor(ShardHost):
         return await self._answer(request, lambda shard, now: shard.create_topics(request, now, ids))
 
     async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
-        return await self._answer(request, lambda shard, now: shard.delete_topics(request, now))
+        response = await self._answer(request, lambda shard, now: shard.delete_topics(request, now))
+        deleted = {d.name for d in response.responses if not d.error_code}
+        if deleted:
+            await self._end_share_partitions(lambda topic: topic in deleted)
+        return response
 
     async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
         return await self._answer(request, lambda shard, now: shard.create_partitions(request, now))
@@ -71,6 +80,11 @@ class ControllerActor(ShardHost):
         (detached in a detached deployment). Callers then find it by name. Callers asking at
         once share one creation: a second actor under the name would fail, and the first
         would end with the handle it replaced."""
+        (known,) = (await self._read(lambda shard: shard.metadata(MetadataRequest((topic,))))).topics
+        if known.error_code or known.topic_id != topic_id:
+            raise KafkaError(Errors.UNKNOWN_TOPIC_ID, f"no topic {topic} has id {topic_id}")
+        if not 0 <= partition < len(known.partitions):
+            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}")
         name = naming.share_partition(group_id, topic, partition)
         creating = self._creating.get(name)
         if creating is None:
@@ -84,10 +98,18 @@ class ControllerActor(ShardHost):
         from .share_partition import SharePartitionActor
         d = self._deployment
         try:
-            await self._actors.lookup(name, fresh=True)  # not a cached one: it may have gone away idle
-            return
+            running = await self._actors.lookup(name, fresh=True)  # not a cached one: it may have gone away idle
         except ActorNotFound:
-            pass
+            running = None
+        if running is not None:
+            # The name is the topic's, not its id's: one left from a deleted topic of the same
+            # name (this controller was away at the deletion) is ended, and a new one made.
+            try:
+                if (await await_ref(running.status.remote(), LEADER_STATUS_TIMEOUT_S))["topic_id"] == topic_id:
+                    return
+            except Exception:  # ending or restarting: the caller's call tells it, and it asks again
+                return
+            await self._end_share_partitions(lambda t: t == topic, name)
         node = None
         try:
             node = (await self._actors.send(naming.partition_host_of(topic, partition, self._deployment["config"]),
@@ -99,3 +121,16 @@ class ControllerActor(ShardHost):
         await self._actors.create(name, lambda: remote(
             SharePartitionActor, name, d["namespace"], d["detached"], d["config"], strategy=on_node(node),
         ).remote(d["namespace"], group_id, topic, topic_id, partition, d["config"]))
+
+    async def _end_share_partitions(self, of_topic: Callable[[str], bool], only: str | None = None) -> None:
+        """End the SharePartitions of the topics `of_topic` accepts (or only the one named
+        `only`), and wait until their names are free. Their acquisitions end with them; the
+        gateway and shoal's consumers then find the topic gone (ensure_share_partition)."""
+        def end() -> None:
+            names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                     if a["namespace"] == self._actors.namespace] if only is None else [only]
+            for name in names:
+                parsed = naming.parse_share_partition(name)
+                if parsed is not None and of_topic(parsed[1]):
+                    self._actors.kill(name)
+        await asyncio.get_running_loop().run_in_executor(None, end)

@@ -152,7 +152,8 @@ class SharePartitionActor:
         sp = self._sp
         return {"name": naming.share_partition(self.group_id, self.topic, self.partition),
                 "state": sp.state.value if sp else "Loading", "pid": os.getpid(),
-                "leader_epoch": sp.leader_epoch if sp else None, "node_id": current_node()}
+                "topic_id": self.topic_id, "leader_epoch": sp.leader_epoch if sp else None,
+                "node_id": current_node()}
 
     async def _active(self) -> SharePartition:
         """The loaded share partition; loads (again) when there is none or it was fenced."""
@@ -380,6 +381,8 @@ class SharePartitionActor:
         return begun if isinstance(begun, KafkaError) else await self._settled(begun)
 
     async def share_acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+        if self._my_partition(request.topics) is None:
+            return _refused(ShareAcknowledgeResponse, self._not_mine())
         with self._idle.call():
             return await self._share_acknowledge(request)
 
@@ -434,11 +437,19 @@ class SharePartitionActor:
                         return p
         return None
 
+    def _not_mine(self) -> KafkaError:
+        """A request for another topic of this name: one deleted and made again, this actor
+        being the old topic's or the caller knowing the old id (the name is the topic's)."""
+        return KafkaError(Errors.UNKNOWN_TOPIC_ID, f"{self.topic}-{self.partition}'s SharePartition is of topic id "
+                                                   f"{self.topic_id}")
+
     async def share_fetch(self, request: ShareFetchRequest) -> ShareFetchResponse:
         """Acknowledge what the request carries, then acquire records for the member: at once
         if there are any, else when some arrive or come back, until max_wait_ms. A member the
         share group does not have is refused as a whole (UNKNOWN_MEMBER_ID), before anything
         is acknowledged or acquired; one released while its fetch waited gets it per partition."""
+        if self._my_partition(request.topics) is None:
+            return _refused(ShareFetchResponse, self._not_mine())
         with self._idle.call():
             return await self._share_fetch(request)
 

@@ -60,6 +60,13 @@ class TopicIds:
             await self._refresh()
         return self.known_names(topic_ids)
 
+    def forget(self, topic_id: str) -> None:
+        """The controller has no topic of this id (deleted since): the next ask reads again."""
+        name = self._by_id.pop(topic_id, None)
+        if name is not None and self._by_name.get(name) == topic_id:
+            del self._by_name[name]
+            self._topics.pop(name, None)
+
     def known_names(self, topic_ids) -> dict[str, str]:
         """`names` as far as the cache knows, without asking the controller."""
         return {i: self._by_id[i] for i in topic_ids if i in self._by_id}

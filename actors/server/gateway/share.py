@@ -113,12 +113,36 @@ async def _sp_call(gw, group_id: str, topic: str, topic_id: str, partition: int,
     `stop_creating` is set before the creation is over (the creation goes on)."""
     name = naming.share_partition(group_id, topic, partition)
     try:
-        return await gw.call(name, method, *args, timeout_s=timeout_s)
+        response = await gw.call(name, method, *args, timeout_s=timeout_s)
+        if getattr(response, "error_code", 0) != Errors.UNKNOWN_TOPIC_ID.code:
+            return response
+        # The SharePartition is of another topic of this name: the controller replaces it
+        # if `topic_id` is the topic's now, and refuses it if the topic is gone.
     except ActorNotFound:
-        creating = gw.spawn(gw.call(naming.CONTROLLER, "ensure_share_partition", group_id, topic, topic_id, partition))
+        pass
+    except KafkaError as e:
+        # A handle of an actor that ended for good since (idle, or with its topic) and never
+        # got the call: its name is free. One restarting keeps its name, and the error stands.
+        if e.error is not Errors.COORDINATOR_NOT_AVAILABLE or await _named(gw, name):
+            raise
+    creating = gw.spawn(gw.call(naming.CONTROLLER, "ensure_share_partition", group_id, topic, topic_id, partition))
+    try:
         if not await _finished(creating, stop_creating):
             return None
-        return await gw.call(name, method, *args, timeout_s=timeout_s)
+    except KafkaError as e:
+        if e.error is Errors.UNKNOWN_TOPIC_ID:
+            gw.topic_ids.forget(topic_id)
+        raise
+    return await gw.call(name, method, *args, timeout_s=timeout_s)
+
+
+async def _named(gw, name: str) -> bool:
+    """Whether an actor has the name now (Ray asked afresh)."""
+    try:
+        await gw.directory.lookup(name, fresh=True)
+        return True
+    except ActorNotFound:
+        return False
 
 
 async def _finished(work: asyncio.Future, stop: asyncio.Event | None) -> bool:
@@ -284,8 +308,7 @@ async def share_fetch(gw, event) -> dict:
 
     async def waiting(tid: str, p: int, wait_ms: int) -> None:
         """A long poll of the partition, ended early once another has something to answer."""
-        if tid in names:
-            polling[(tid, p)] = naming.share_partition(group_id, names[tid], p)
+        polling[(tid, p)] = naming.share_partition(group_id, names[tid], p)
         try:
             await one(tid, p, (), wait_ms, True)
         finally:
@@ -304,9 +327,13 @@ async def share_fetch(gw, event) -> dict:
     await asyncio.gather(*(one(tid, p, acks, 0, (tid, p) in fetching) for (tid, p), acks in listed.items()),
                          *(one(tid, p, (), 0, True) for tid, p in fetching if (tid, p) not in listed))
     remaining_ms = int((deadline - time.monotonic()) * 1000)
-    if (fetching and remaining_ms > 0 and not any(results[k]["acquired_records"] for k in fetching)
-            and not any(results[k]["error_code"] for k in fetching)):
-        await asyncio.gather(*(waiting(tid, p, remaining_ms) for tid, p in fetching))
+    # A partition of a topic the cluster lacks (deleted, the client not knowing yet) is
+    # answered UNKNOWN_TOPIC_ID and the others wait on, as Kafka leaves such partitions out
+    # of its delayed fetch.
+    polled = [(tid, p) for tid, p in fetching if tid in names]
+    if (polled and remaining_ms > 0 and not any(results[k]["acquired_records"] for k in polled)
+            and not any(results[k]["error_code"] for k in polled)):
+        await asyncio.gather(*(waiting(tid, p, remaining_ms) for tid, p in polled))
     if ended is not None:
         await _release(gw, ended)
     return _fetch_response(gw, results)
