@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 METADATA_LOG = log_name(CLUSTER_METADATA_TOPIC, 0)
 LEADER_STATUS_TIMEOUT_S = 2.0
+LOAD_WAIT_S = 20.0
 
 
 class ControllerActor(ShardHost):
@@ -80,6 +81,9 @@ class ControllerActor(ShardHost):
         (detached in a detached deployment). Callers then find it by name. Callers asking at
         once share one creation: a second actor under the name would fail, and the first
         would end with the handle it replaced."""
+        # A controller restarting loads its topics first: the caller waits for that rather
+        # than getting NOT_COORDINATOR, which a Kafka client does not expect from a fetch.
+        await self.ready(LOAD_WAIT_S)
         (known,) = (await self._read(lambda shard: shard.metadata(MetadataRequest((topic,))))).topics
         if known.error_code or known.topic_id != topic_id:
             raise KafkaError(Errors.UNKNOWN_TOPIC_ID, f"no topic {topic} has id {topic_id}")
