@@ -110,7 +110,9 @@ async def _sp_call(gw, group_id: str, topic: str, topic_id: str, partition: int,
                    timeout_s: float = 30.0, stop_creating: asyncio.Event | None = None):
     """A call on the group's SharePartition of the partition, which the controller creates
     on the first one, as for shoal's own share consumers. None, and no call, when
-    `stop_creating` is set before the creation is over (the creation goes on)."""
+    `stop_creating` is set by the time the creation is over (the creation goes on): as in
+    Kafka, where a SharePartition still initialising is left out of a fetch that another
+    partition answers."""
     name = naming.share_partition(group_id, topic, partition)
     try:
         response = await gw.call(name, method, *args, timeout_s=timeout_s)
@@ -146,7 +148,7 @@ async def _named(gw, name: str) -> bool:
 
 
 async def _finished(work: asyncio.Future, stop: asyncio.Event | None) -> bool:
-    """Whether `work` finished (its error raised) before `stop` was set; it goes on either way."""
+    """Whether `work` finished (its error raised) with `stop` not set; it goes on either way."""
     if stop is None:
         await asyncio.shield(work)
         return True
@@ -158,7 +160,7 @@ async def _finished(work: asyncio.Future, stop: asyncio.Event | None) -> bool:
     if not work.done():
         return False
     work.result()
-    return True
+    return not stop.is_set()
 
 
 async def _release(gw, session: ShareSession, method: str = "release_session") -> None:
