@@ -107,12 +107,11 @@ async def share_group_describe(gw, event) -> dict:
 # ------------------------------------------------------------------ SharePartition calls
 
 async def _sp_call(gw, group_id: str, topic: str, topic_id: str, partition: int, method: str, *args,
-                   timeout_s: float = 30.0, stop_creating: asyncio.Event | None = None):
+                   timeout_s: float = 30.0, answered: "Answered | None" = None):
     """A call on the group's SharePartition of the partition, which the controller creates
-    on the first one, as for shoal's own share consumers. None, and no call, when
-    `stop_creating` is set by the time the creation is over (the creation goes on): as in
-    Kafka, where a SharePartition still initialising is left out of a fetch that another
-    partition answers."""
+    on the first one, as for shoal's own share consumers. With `answered` (a fetch's), a
+    SharePartition this call had to create is left out (None, no call; the creation goes on)
+    once another partition answered the fetch with records."""
     name = naming.share_partition(group_id, topic, partition)
     try:
         response = await gw.call(name, method, *args, timeout_s=timeout_s)
@@ -129,13 +128,30 @@ async def _sp_call(gw, group_id: str, topic: str, topic_id: str, partition: int,
             raise
     creating = gw.spawn(gw.call(naming.CONTROLLER, "ensure_share_partition", group_id, topic, topic_id, partition))
     try:
-        if not await _finished(creating, stop_creating):
+        if not await _finished(creating, None if answered is None else answered.has_records):
             return None
     except KafkaError as e:
         if e.error is Errors.UNKNOWN_TOPIC_ID:
             gw.topic_ids.forget(topic_id)
         raise
-    return await gw.call(name, method, *args, timeout_s=timeout_s)
+    if answered is None:
+        return await gw.call(name, method, *args, timeout_s=timeout_s)
+    async with answered.first_fetches:
+        if answered.has_records.is_set():
+            return None
+        return await gw.call(name, method, *args, timeout_s=timeout_s)
+
+
+class Answered:
+    """A ShareFetch's partitions racing to answer it. Kafka leaves a SharePartition still
+    initialising out of a fetch that another partition answers; here the SharePartitions a
+    fetch had to create take their first fetch one at a time, so that those created together
+    do not all answer it (librdkafka's 0179 counts on one partition's records in the first
+    batch)."""
+
+    def __init__(self) -> None:
+        self.has_records = asyncio.Event()
+        self.first_fetches = asyncio.Lock()
 
 
 async def _named(gw, name: str) -> bool:
@@ -148,7 +164,7 @@ async def _named(gw, name: str) -> bool:
 
 
 async def _finished(work: asyncio.Future, stop: asyncio.Event | None) -> bool:
-    """Whether `work` finished (its error raised) with `stop` not set; it goes on either way."""
+    """Whether `work` finished (its error raised) before `stop` was set; it goes on either way."""
     if stop is None:
         await asyncio.shield(work)
         return True
@@ -160,7 +176,7 @@ async def _finished(work: asyncio.Future, stop: asyncio.Event | None) -> bool:
     if not work.done():
         return False
     work.result()
-    return not stop.is_set()
+    return True
 
 
 async def _release(gw, session: ShareSession, method: str = "release_session") -> None:
@@ -241,7 +257,7 @@ async def share_fetch(gw, event) -> dict:
     # records, a SharePartition still being created for its first fetch is not waited for
     # (its creation goes on); once a long poll has records or an error, the others' are ended
     # (end_poll), each answering at once with whatever it acquired meanwhile.
-    has_records = asyncio.Event()
+    answered = Answered()
     poll_id = uuid.uuid4().hex
     polling: dict[tuple[str, int], str] = {}  # the long polls under way: partition -> its SharePartition
 
@@ -268,7 +284,7 @@ async def share_fetch(gw, event) -> dict:
                 request = ShareFetchRequest(**template, max_wait_ms=wait_ms, topics=(
                     ShareFetchRequestTopic(tid, (ShareFetchRequestPartition(p, acks),)),), poll_id=poll_id)
                 response = await _sp_call(gw, group_id, topic, tid, p, "share_fetch", request,
-                                          timeout_s=wait_ms / 1000 + 30, stop_creating=None if acks else has_records)
+                                          timeout_s=wait_ms / 1000 + 30, answered=None if acks else answered)
             else:
                 request = ShareAcknowledgeRequest(group_id, member_id, epoch, template["is_renew_ack"], (
                     AcknowledgeTopic(tid, (AcknowledgePartition(p, acks),)),))
@@ -306,7 +322,7 @@ async def share_fetch(gw, event) -> dict:
             if session is not None:
                 session.handed_out((tid, p), [(a.first_offset, a.last_offset) for a in got.acquired_records],
                                    got.acquisition_id, deadline, now)
-            has_records.set()
+            answered.has_records.set()
 
     async def waiting(tid: str, p: int, wait_ms: int) -> None:
         """A long poll of the partition, ended early once another has something to answer."""
