@@ -147,7 +147,8 @@ class Answered:
     initialising out of a fetch that another partition answers; here the SharePartitions a
     fetch had to create take their first fetch one at a time, so that those created together
     do not all answer it (librdkafka's 0179 counts on one partition's records in the first
-    batch)."""
+    batch). A fetch with records sets `has_records` before it yields again, so the next in
+    turn sees it."""
 
     def __init__(self) -> None:
         self.has_records = asyncio.Event()
