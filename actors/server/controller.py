@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Callable
 
 import ray
 
@@ -50,7 +49,7 @@ class ControllerActor(ShardHost):
         response = await self._answer(request, lambda shard, now: shard.delete_topics(request, now))
         deleted = {d.name for d in response.responses if not d.error_code}
         if deleted:
-            await self._end_share_partitions(lambda topic: topic in deleted)
+            await self._end_share_partitions(deleted)
         return response
 
     async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
@@ -113,7 +112,7 @@ class ControllerActor(ShardHost):
                     return
             except Exception:  # ending or restarting: the caller's call tells it, and it asks again
                 return
-            await self._end_share_partitions(lambda t: t == topic, name)
+            await asyncio.get_running_loop().run_in_executor(None, self._actors.kill, name)
         node = None
         try:
             node = (await self._actors.send(naming.partition_host_of(topic, partition, self._deployment["config"]),
@@ -126,15 +125,13 @@ class ControllerActor(ShardHost):
             SharePartitionActor, name, d["namespace"], d["detached"], d["config"], strategy=on_node(node),
         ).remote(d["namespace"], group_id, topic, topic_id, partition, d["config"]))
 
-    async def _end_share_partitions(self, of_topic: Callable[[str], bool], only: str | None = None) -> None:
-        """End the SharePartitions of the topics `of_topic` accepts (or only the one named
-        `only`), and wait until their names are free. Their acquisitions end with them; the
-        gateway and shoal's consumers then find the topic gone (ensure_share_partition)."""
+    async def _end_share_partitions(self, topics: set[str]) -> None:
+        """End the SharePartitions of these topics and wait until their names are free. Their
+        acquisitions end with them; the gateway and shoal's consumers then find the topics
+        gone (ensure_share_partition)."""
         def end() -> None:
-            names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-                     if a["namespace"] == self._actors.namespace] if only is None else [only]
-            for name in names:
-                parsed = naming.parse_share_partition(name)
-                if parsed is not None and of_topic(parsed[1]):
-                    self._actors.kill(name)
+            for a in ray.util.list_named_actors(all_namespaces=True):
+                parsed = naming.parse_share_partition(a["name"])
+                if a["namespace"] == self._actors.namespace and parsed is not None and parsed[1] in topics:
+                    self._actors.kill(a["name"])
         await asyncio.get_running_loop().run_in_executor(None, end)
